@@ -1,0 +1,235 @@
+/*
+** allocate.c: AllocateMappedFileService and TransientStorePool (see allocate.h).
+**
+** Requests are kept in creation order in a small list guarded by one mutex.
+** The service thread creates the oldest request's file, then signals; the
+** writer that asked for it waits on the same condition variable. A request
+** is identified by its path, so asking twice for the same file (the writer's
+** "next" becomes the following call's "this") never creates it twice.
+*/
+#include "allocate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "service_thread.h"
+
+typedef struct allocate_request {
+  char *path;
+  int64_t from;
+  int32_t size;
+  rmq_mapped_file *file; /* set when created */
+  rmq_err err;           /* set when creation failed */
+  bool done;
+  struct allocate_request *next;
+} allocate_request;
+
+struct rmq_allocate_service {
+  rmq_service_thread thread;
+  bool warm;
+  rmq_transient_store_pool *pool;
+  pthread_mutex_t mu;
+  pthread_cond_t done_cond;
+  allocate_request *head;
+};
+
+static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
+  for (allocate_request *r = svc->head; r; r = r->next) {
+    if (strcmp(r->path, path) == 0) return r;
+  }
+  return NULL;
+}
+
+/* Queue a request for path unless one exists; called with mu held. */
+static allocate_request *add_request(rmq_allocate_service *svc, const char *path, int64_t from,
+                                     int32_t size) {
+  allocate_request *r = find_request(svc, path);
+  if (r) return r;
+  r = calloc(1, sizeof *r);
+  if (!r || !(r->path = strdup(path))) {
+    free(r);
+    return NULL;
+  }
+  r->from = from;
+  r->size = size;
+  allocate_request **tail = &svc->head;
+  while (*tail) tail = &(*tail)->next;
+  *tail = r;
+  rmq_service_thread_wakeup(&svc->thread);
+  return r;
+}
+
+static void unlink_request(rmq_allocate_service *svc, allocate_request *r) {
+  for (allocate_request **p = &svc->head; *p; p = &(*p)->next) {
+    if (*p == r) {
+      *p = r->next;
+      return;
+    }
+  }
+}
+
+static void free_request(allocate_request *r) {
+  if (r->file) rmq_mapped_file_shutdown(r->file, true);
+  free(r->path);
+  free(r);
+}
+
+/* The oldest request not yet served, with mu held. */
+static allocate_request *pending_request(rmq_allocate_service *svc) {
+  for (allocate_request *r = svc->head; r; r = r->next) {
+    if (!r->done) return r;
+  }
+  return NULL;
+}
+
+static void create_file(rmq_allocate_service *svc, allocate_request *r) {
+  rmq_mapped_file *mf = NULL;
+  rmq_err err = {0};
+  if (rmq_mapped_file_open(r->path, r->from, r->size, true, true, &mf, &err) == RMQ_OK) {
+    if (svc->pool) rmq_mapped_file_use_pool(mf, svc->pool);
+    if (svc->warm) rmq_mapped_file_warm(mf, true);
+  }
+  pthread_mutex_lock(&svc->mu);
+  r->file = mf;
+  r->err = err;
+  r->done = true;
+  pthread_cond_broadcast(&svc->done_cond);
+  pthread_mutex_unlock(&svc->mu);
+}
+
+static void allocate_run(rmq_service_thread *st) {
+  rmq_allocate_service *svc = st->arg;
+  while (!rmq_service_thread_stopped(st)) {
+    pthread_mutex_lock(&svc->mu);
+    allocate_request *r = pending_request(svc);
+    pthread_mutex_unlock(&svc->mu);
+    /* Only this thread serves requests, and only the writer removes served ones. */
+    if (r) {
+      create_file(svc, r);
+    } else {
+      rmq_service_thread_wait(st, 1000);
+    }
+  }
+}
+
+rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool) {
+  rmq_allocate_service *svc = calloc(1, sizeof *svc);
+  if (!svc) return NULL;
+  svc->warm = warm;
+  svc->pool = pool;
+  pthread_mutex_init(&svc->mu, NULL);
+  rmq_cond_init_monotonic(&svc->done_cond);
+  rmq_service_thread_init(&svc->thread, "AllocateMappedFileService", allocate_run, svc);
+  return svc;
+}
+
+int rmq_allocate_service_start(rmq_allocate_service *svc, rmq_err *err) {
+  return rmq_service_thread_start(&svc->thread, err);
+}
+
+void rmq_allocate_service_free(rmq_allocate_service *svc) {
+  if (!svc) return;
+  rmq_service_thread_shutdown(&svc->thread);
+  while (svc->head) {
+    allocate_request *r = svc->head;
+    svc->head = r->next;
+    free_request(r);
+  }
+  pthread_cond_destroy(&svc->done_cond);
+  pthread_mutex_destroy(&svc->mu);
+  free(svc);
+}
+
+rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char *path,
+                                          int64_t from, const char *next_path,
+                                          int64_t next_from, int32_t size, rmq_err *err) {
+  struct timespec deadline;
+  rmq_deadline_in(&deadline, RMQ_ALLOCATE_WAIT_MS);
+  pthread_mutex_lock(&svc->mu);
+  allocate_request *r = add_request(svc, path, from, size);
+  if (r) add_request(svc, next_path, next_from, size);
+  int wait_rc = 0;
+  while (r && !r->done && wait_rc == 0) {
+    wait_rc = pthread_cond_timedwait(&svc->done_cond, &svc->mu, &deadline);
+  }
+  rmq_mapped_file *mf = NULL;
+  if (!r) {
+    rmq_err_set(err, RMQ_ENOMEM, "out of memory allocating %s", path);
+  } else if (!r->done) {
+    rmq_err_set(err, RMQ_ETIMEOUT, "creating %s took more than %d ms", path,
+                RMQ_ALLOCATE_WAIT_MS);
+  } else {
+    mf = r->file;
+    r->file = NULL;
+    if (!mf) rmq_err_set(err, r->err.code, "%s", r->err.msg);
+    unlink_request(svc, r);
+    free_request(r);
+  }
+  pthread_mutex_unlock(&svc->mu);
+  return mf;
+}
+
+/* ---------------------------------------------------- TransientStorePool */
+
+struct rmq_transient_store_pool {
+  pthread_mutex_t mu;
+  int32_t size;
+  int count, available;
+  uint8_t **all;   /* every buffer, for free */
+  uint8_t **free;  /* stack of available buffers */
+};
+
+rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err) {
+  rmq_transient_store_pool *p = calloc(1, sizeof *p);
+  if (p) {
+    pthread_mutex_init(&p->mu, NULL);
+    p->all = calloc((size_t)buffers, sizeof *p->all);
+    p->free = calloc((size_t)buffers, sizeof *p->free);
+  }
+  if (!p || !p->all || !p->free) goto oom;
+  p->size = size;
+  for (; p->count < buffers; p->count++) {
+    void *b = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) goto oom;
+    mlock(b, (size_t)size); /* best effort: RLIMIT_MEMLOCK may forbid it */
+    p->all[p->count] = p->free[p->count] = b;
+  }
+  p->available = p->count;
+  return p;
+oom:
+  rmq_transient_store_pool_free(p);
+  rmq_err_set(err, RMQ_ENOMEM, "cannot allocate %d transient store buffers of %d bytes", buffers,
+              size);
+  return NULL;
+}
+
+void rmq_transient_store_pool_free(rmq_transient_store_pool *p) {
+  if (!p) return;
+  for (int i = 0; i < p->count; i++) munmap(p->all[i], (size_t)p->size);
+  pthread_mutex_destroy(&p->mu);
+  free(p->all);
+  free(p->free);
+  free(p);
+}
+
+uint8_t *rmq_transient_store_pool_borrow(rmq_transient_store_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  uint8_t *b = p->available > 0 ? p->free[--p->available] : NULL;
+  pthread_mutex_unlock(&p->mu);
+  return b;
+}
+
+void rmq_transient_store_pool_return(rmq_transient_store_pool *p, uint8_t *buf) {
+  pthread_mutex_lock(&p->mu);
+  p->free[p->available++] = buf;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int rmq_transient_store_pool_available(rmq_transient_store_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  int n = p->available;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}

@@ -1,0 +1,529 @@
+/*
+** commitlog.c: appends, reads and recovery of the CommitLog (see commitlog.h).
+*/
+#include "commitlog.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "service_thread.h"
+
+/* ---------------------------------------------------- topic-queue table */
+
+typedef struct tqt_entry {
+  char *topic; /* NULL: empty slot */
+  uint32_t topic_len;
+  int32_t queue_id;
+  uint64_t hash;
+  int64_t next_offset;
+} tqt_entry;
+
+struct rmq_topic_queue_table {
+  tqt_entry *slots;
+  size_t cap, count; /* cap is a power of two */
+};
+
+static uint64_t tqt_hash(const char *topic, size_t len, int32_t queue_id) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)topic[i]) * 1099511628211ULL;
+  return (h ^ (uint32_t)queue_id) * 1099511628211ULL;
+}
+
+static tqt_entry *tqt_slot(rmq_topic_queue_table *t, const char *topic, size_t len,
+                           int32_t queue_id, uint64_t h) {
+  size_t mask = t->cap - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    tqt_entry *e = &t->slots[i];
+    if (e->topic == NULL) return e;
+    if (e->hash == h && e->queue_id == queue_id && e->topic_len == len &&
+        memcmp(e->topic, topic, len) == 0) {
+      return e;
+    }
+  }
+}
+
+static int tqt_grow(rmq_topic_queue_table *t) {
+  size_t cap = t->cap ? t->cap * 2 : 64;
+  tqt_entry *slots = calloc(cap, sizeof *slots);
+  if (!slots) return -1;
+  rmq_topic_queue_table grown = {slots, cap, t->count};
+  for (size_t i = 0; i < t->cap; i++) {
+    tqt_entry *e = &t->slots[i];
+    if (e->topic) *tqt_slot(&grown, e->topic, e->topic_len, e->queue_id, e->hash) = *e;
+  }
+  free(t->slots);
+  *t = grown;
+  return 0;
+}
+
+/* The entry for (topic, queue_id), created at offset 0 when absent; NULL on OOM. */
+static tqt_entry *tqt_get(rmq_topic_queue_table *t, const char *topic, size_t len,
+                          int32_t queue_id) {
+  if ((t->count + 1) * 2 > t->cap && tqt_grow(t) != 0) return NULL;
+  uint64_t h = tqt_hash(topic, len, queue_id);
+  tqt_entry *e = tqt_slot(t, topic, len, queue_id, h);
+  if (e->topic) return e;
+  if ((e->topic = malloc(len ? len : 1)) == NULL) return NULL;
+  memcpy(e->topic, topic, len);
+  e->topic_len = (uint32_t)len;
+  e->queue_id = queue_id;
+  e->hash = h;
+  e->next_offset = 0;
+  t->count++;
+  return e;
+}
+
+static void tqt_free(rmq_topic_queue_table *t) {
+  if (!t) return;
+  for (size_t i = 0; i < t->cap; i++) free(t->slots[i].topic);
+  free(t->slots);
+  free(t);
+}
+
+/* ------------------------------------------------------------- put lock */
+
+static void put_lock(rmq_commitlog *cl) {
+  if (cl->cfg.use_spin_lock) {
+    pthread_spin_lock(&cl->put_spin);
+  } else {
+    pthread_mutex_lock(&cl->put_mutex);
+  }
+}
+
+static void put_unlock(rmq_commitlog *cl) {
+  if (cl->cfg.use_spin_lock) {
+    pthread_spin_unlock(&cl->put_spin);
+  } else {
+    pthread_mutex_unlock(&cl->put_mutex);
+  }
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
+                       bool writable, rmq_err *err) {
+  memset(cl, 0, sizeof *cl);
+  cl->cfg = *cfg;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/commitlog", store_dir);
+  if (writable && mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", dir, strerror(errno));
+  }
+  if ((cl->tqt = calloc(1, sizeof *cl->tqt)) == NULL) {
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  pthread_mutex_init(&cl->put_mutex, NULL);
+  pthread_spin_init(&cl->put_spin, PTHREAD_PROCESS_PRIVATE);
+  return rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
+}
+
+void rmq_commitlog_destroy(rmq_commitlog *cl) {
+  if (!cl->tqt) return;
+  rmq_mfq_destroy(&cl->mfq);
+  tqt_free(cl->tqt);
+  pthread_mutex_destroy(&cl->put_mutex);
+  pthread_spin_destroy(&cl->put_spin);
+  cl->tqt = NULL;
+}
+
+void rmq_commitlog_poison(rmq_commitlog *cl, const char *why) {
+  put_lock(cl);
+  if (!atomic_load(&cl->poisoned)) {
+    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%s", why);
+    atomic_store(&cl->poisoned, true);
+  }
+  put_unlock(cl);
+}
+
+/* ----------------------------------------------------------- validation */
+
+static bool is_transaction_skip(int32_t sys_flag) {
+  int32_t t = sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK;
+  return t == RMQ_SYSFLAG_TRANSACTION_PREPARED || t == RMQ_SYSFLAG_TRANSACTION_ROLLBACK;
+}
+
+/* Parse a decimal property value; -1 when absent or not a plain number. */
+static int64_t property_long(const rmq_message *m, const char *name) {
+  size_t n;
+  const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, name, &n);
+  if (!v || n == 0 || n > 18) return -1;
+  int64_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] < '0' || v[i] > '9') return -1;
+    x = x * 10 + (v[i] - '0');
+  }
+  return x;
+}
+
+static int check_message(rmq_commitlog *cl, const rmq_message *m, int i, rmq_err *err) {
+  if (m->topic_len <= 0 || m->topic_len > RMQ_MAX_TOPIC_LEN ||
+      !rmq_topic_valid(m->topic, (size_t)m->topic_len)) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "message %d: topic \"%.*s\" is not a valid RocketMQ topic (1..%d bytes of "
+                       "[A-Za-z0-9_%%|-])",
+                       i, m->topic_len > 0 && m->topic_len < 200 ? m->topic_len : 0,
+                       m->topic ? m->topic : "", RMQ_MAX_TOPIC_LEN);
+  }
+  if (m->queue_id < 0) {
+    return rmq_err_set(err, RMQ_EINVAL, "message %d: queue id %d is negative", i, m->queue_id);
+  }
+  if (m->properties_len < 0 || m->properties_len > RMQ_MAX_PROPERTIES_LEN) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "message %d: properties are %d bytes, more than the limit of %d bytes", i,
+                       m->properties_len, RMQ_MAX_PROPERTIES_LEN);
+  }
+  if (m->body_len < 0 || m->body_len > cl->cfg.max_message_size) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "message %d: body is %d bytes, more than max_message_size (%d bytes)", i,
+                       m->body_len, cl->cfg.max_message_size);
+  }
+  return RMQ_OK;
+}
+
+/* ---------------------------------------------------------- delay rewrite */
+
+/*
+** A message with DELAY > 0 (not prepared or rollback) is stored in
+** SCHEDULE_TOPIC_XXXX queue level-1 with REAL_TOPIC and REAL_QID added
+** (spec §2.10 step 2). *props receives the rebuilt properties (freed by caller).
+*/
+static int rewrite_delayed(rmq_commitlog *cl, rmq_message *m, char **props, rmq_err *err) {
+  *props = NULL;
+  if (is_transaction_skip(m->sys_flag) || cl->cfg.delay_level_count == 0) return RMQ_OK;
+  int64_t level = property_long(m, RMQ_PROPERTY_DELAY);
+  if (level <= 0) return RMQ_OK;
+  if (level > cl->cfg.delay_level_count) level = cl->cfg.delay_level_count;
+  size_t cap = (size_t)m->properties_len + (size_t)m->topic_len + 64, len = 0;
+  char qid[16];
+  int qid_len = snprintf(qid, sizeof qid, "%d", m->queue_id);
+  if ((*props = malloc(cap)) == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  memcpy(*props, m->properties, (size_t)m->properties_len);
+  len = (size_t)m->properties_len;
+  rmq_properties_append(*props, cap, &len, RMQ_PROPERTY_REAL_TOPIC, strlen(RMQ_PROPERTY_REAL_TOPIC),
+                        m->topic, (size_t)m->topic_len);
+  rmq_properties_append(*props, cap, &len, RMQ_PROPERTY_REAL_QID, strlen(RMQ_PROPERTY_REAL_QID),
+                        qid, (size_t)qid_len);
+  if (len > RMQ_MAX_PROPERTIES_LEN) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "properties of a delayed message grow to %zu bytes with REAL_TOPIC and "
+                       "REAL_QID, more than the limit of %d bytes",
+                       len, RMQ_MAX_PROPERTIES_LEN);
+  }
+  m->properties = *props;
+  m->properties_len = (int32_t)len;
+  m->topic = RMQ_SCHEDULE_TOPIC;
+  m->topic_len = (int32_t)strlen(RMQ_SCHEDULE_TOPIC);
+  m->queue_id = (int32_t)level - 1;
+  return RMQ_OK;
+}
+
+/* ------------------------------------------------------------------ put */
+
+typedef struct put_batch {
+  rmq_message *msgs;   /* working copies, store fields filled in */
+  int32_t *lengths;
+  char **props;        /* rebuilt properties of delayed messages */
+  int n;
+  int64_t total;
+} put_batch;
+
+static void batch_free(put_batch *b) {
+  for (int i = 0; b->props && i < b->n; i++) free(b->props[i]);
+  free(b->props);
+  free(b->lengths);
+  free(b->msgs);
+}
+
+/* Validate and prepare every record outside the lock. */
+static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, put_batch *b,
+                         rmq_err *err) {
+  b->n = n;
+  b->total = 0;
+  b->msgs = malloc((size_t)n * sizeof *b->msgs);
+  b->lengths = malloc((size_t)n * sizeof *b->lengths);
+  b->props = calloc((size_t)n, sizeof *b->props);
+  if (!b->msgs || !b->lengths || !b->props) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    rmq_message *m = &b->msgs[i];
+    *m = in[i];
+    int rc = check_message(cl, m, i, err);
+    if (rc == RMQ_OK) rc = rewrite_delayed(cl, m, &b->props[i], err);
+    if (rc != RMQ_OK) return rc;
+    m->store_host = cl->cfg.store_host;
+    m->body_crc = rmq_body_crc(m->body, (size_t)m->body_len);
+    m->sys_flag &= ~(RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6);
+    if (m->born_host.v6) m->sys_flag |= RMQ_SYSFLAG_BORNHOST_V6;
+    if (m->store_host.v6) m->sys_flag |= RMQ_SYSFLAG_STOREHOST_V6;
+    b->lengths[i] = rmq_message_length(m->sys_flag, m->body_len, m->topic_len,
+                                       m->properties_len, false);
+    if (b->lengths[i] > cl->cfg.max_message_size + 65536) {
+      return rmq_err_set(err, RMQ_EINVAL,
+                         "message %d: record is %d bytes, more than max_message_size + 64 KiB", i,
+                         b->lengths[i]);
+    }
+    b->total += b->lengths[i];
+  }
+  if (b->total + RMQ_END_FILE_MIN_BLANK_LENGTH > cl->cfg.file_size) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "%d message(s) of %lld bytes do not fit in one commitlog segment of %d "
+                       "bytes (commitlog_file_size)",
+                       n, (long long)b->total, cl->cfg.file_size);
+  }
+  return RMQ_OK;
+}
+
+/* The writer's segment with room for need bytes plus a BLANK; rolls if needed. */
+static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_err *err) {
+  rmq_mapped_file *mf = rmq_mfq_last_or_create(&cl->mfq, 0, err);
+  if (!mf) return NULL;
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  int32_t left = mf->file_size - pos;
+  if (need + RMQ_END_FILE_MIN_BLANK_LENGTH <= left) return mf;
+  uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
+  rmq_put32(blank, left);
+  rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
+  rmq_mapped_file_advance(mf, left);
+  return rmq_mfq_last_or_create(&cl->mfq, 0, err);
+}
+
+/* Encode the batch into mf at its write position; called under the put lock. */
+static int append_batch(rmq_commitlog *cl, rmq_mapped_file *mf, put_batch *b, int64_t now,
+                        rmq_err *err) {
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  uint8_t *base = rmq_mapped_file_write_base(mf);
+  for (int i = 0; i < b->n; i++) {
+    rmq_message *m = &b->msgs[i];
+    tqt_entry *e = tqt_get(cl->tqt, m->topic, (size_t)m->topic_len, m->queue_id);
+    if (!e) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    bool skip = is_transaction_skip(m->sys_flag);
+    m->queue_offset = skip ? 0 : e->next_offset;
+    m->physical_offset = mf->file_from_offset + pos;
+    m->store_timestamp = now;
+    rmq_message_encode(m, base + pos, (size_t)b->lengths[i]);
+    if (!skip) e->next_offset++;
+    pos += b->lengths[i];
+  }
+  atomic_store(&mf->store_timestamp, now);
+  rmq_mapped_file_advance(mf, (int32_t)b->total);
+  return RMQ_OK;
+}
+
+static void fill_results(rmq_commitlog *cl, const put_batch *b, rmq_put_result *results) {
+  for (int i = 0; results && i < b->n; i++) {
+    const rmq_message *m = &b->msgs[i];
+    results[i].physical_offset = m->physical_offset;
+    results[i].size = b->lengths[i];
+    results[i].queue_offset = m->queue_offset;
+    results[i].store_timestamp = m->store_timestamp;
+    rmq_msg_id_format(&cl->cfg.store_host, m->physical_offset, results[i].msg_id);
+  }
+}
+
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
+                      rmq_err *err) {
+  if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
+  if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
+  put_batch b = {0};
+  int rc = batch_prepare(cl, msgs, n, &b, err);
+  if (rc == RMQ_OK) {
+    put_lock(cl);
+    int64_t now = rmq_now_ms();
+    atomic_store(&cl->begin_time_in_lock, now);
+    if (atomic_load(&cl->poisoned)) {
+      rc = rmq_err_set(err, RMQ_EPOISONED, "the store refuses writes until it is reopened: %s",
+                       cl->poison_msg);
+    } else {
+      rmq_mapped_file *mf = writable_segment(cl, b.total, err);
+      rc = mf ? append_batch(cl, mf, &b, now, err) : err->code;
+    }
+    atomic_store(&cl->begin_time_in_lock, 0);
+    put_unlock(cl);
+  }
+  if (rc == RMQ_OK) {
+    fill_results(cl, &b, results);
+    atomic_fetch_add(&cl->put_count, n);
+  }
+  batch_free(&b);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- reads */
+
+int64_t rmq_commitlog_min_offset(rmq_commitlog *cl) { return rmq_mfq_min_offset(&cl->mfq); }
+int64_t rmq_commitlog_max_offset(rmq_commitlog *cl) { return rmq_mfq_max_offset(&cl->mfq); }
+int64_t rmq_commitlog_flushed_offset(rmq_commitlog *cl) {
+  return atomic_load(&cl->mfq.flushed_where);
+}
+
+int64_t rmq_commitlog_roll_next(rmq_commitlog *cl, int64_t offset) {
+  int32_t size = cl->mfq.file_size;
+  return offset + size - offset % size;
+}
+
+int rmq_commitlog_get_data(rmq_commitlog *cl, int64_t offset, rmq_commitlog_ref *ref) {
+  memset(ref, 0, sizeof *ref);
+  rmq_mapped_file *mf = rmq_mfq_find(&cl->mfq, offset);
+  if (!mf) return RMQ_ENOTFOUND;
+  int32_t pos = (int32_t)(offset - mf->file_from_offset);
+  int32_t readable = rmq_mapped_file_read_position(mf);
+  if (pos >= readable) {
+    rmq_mapped_file_release(mf);
+    return RMQ_ENOTFOUND;
+  }
+  ref->file = mf;
+  ref->data = mf->mapped + pos;
+  ref->avail = (size_t)(readable - pos);
+  return RMQ_OK;
+}
+
+void rmq_commitlog_ref_release(rmq_commitlog_ref *ref) {
+  if (ref->file) rmq_mapped_file_release(ref->file);
+  memset(ref, 0, sizeof *ref);
+}
+
+int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc,
+                               rmq_commitlog_ref *ref, rmq_message *out, rmq_err *err) {
+  if (rmq_commitlog_get_data(cl, offset, ref) != RMQ_OK) {
+    return rmq_err_set(err, RMQ_ENOTFOUND, "no message at commitlog offset %lld (the log holds "
+                       "%lld..%lld)", (long long)offset, (long long)rmq_commitlog_min_offset(cl),
+                       (long long)rmq_commitlog_max_offset(cl));
+  }
+  rmq_decode_status s = rmq_message_decode(ref->data, ref->avail, check_crc, out);
+  if (s != RMQ_DECODE_OK) {
+    rmq_commitlog_ref_release(ref);
+    return rmq_err_set(err, RMQ_ECORRUPT, "commitlog offset %lld holds no valid record: %s",
+                       (long long)offset, rmq_decode_status_name(s));
+  }
+  return RMQ_OK;
+}
+
+/* ------------------------------------------------------------- recovery */
+
+/* The segment abnormal recovery starts from (spec §8.4). */
+static int abnormal_start_index(rmq_commitlog *cl, rmq_checkpoint *cp) {
+  int64_t min_ts = rmq_checkpoint_min_timestamp(cp);
+  for (int i = rmq_mfq_count(&cl->mfq) - 1; i >= 0; i--) {
+    rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, i);
+    if (!mf) continue;
+    int32_t magic = rmq_get32(mf->mapped + RMQ_POS_MAGIC);
+    int32_t sys_flag = rmq_get32(mf->mapped + RMQ_POS_SYSFLAG);
+    int64_t ts = rmq_get64(mf->mapped + RMQ_POS_STORE_TIMESTAMP(sys_flag));
+    rmq_mapped_file_release(mf);
+    if ((magic == RMQ_MAGIC_V1 || magic == RMQ_MAGIC_V2) && ts != 0 && ts <= min_ts) return i;
+  }
+  return 0;
+}
+
+typedef struct recover_scan {
+  int64_t end;                 /* offset after the last valid record */
+  rmq_decode_status stop;      /* why the scan stopped */
+  int32_t stop_size;           /* TOTALSIZE read where it stopped */
+} recover_scan;
+
+static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *ctx,
+                          recover_scan *out) {
+  rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, index);
+  int32_t pos = 0;
+  out->stop = RMQ_DECODE_BAD_MAGIC;
+  out->stop_size = 0;
+  while (mf) {
+    rmq_message m;
+    rmq_decode_status s =
+        rmq_message_decode(mf->mapped + pos, (size_t)(mf->file_size - pos), true, &m);
+    if (s == RMQ_DECODE_OK) {
+      if (cb) cb(ctx, &m);
+      pos += m.total_size;
+      continue;
+    }
+    rmq_mapped_file *next = s == RMQ_DECODE_BLANK ? rmq_mfq_get(&cl->mfq, ++index) : NULL;
+    if (!next) {
+      out->end = mf->file_from_offset + pos;
+      out->stop = s;
+      out->stop_size = m.total_size;
+    }
+    rmq_mapped_file_release(mf);
+    mf = next;
+    pos = 0;
+  }
+}
+
+/* Does any non-zero byte follow offset in its segment? (a torn tail vs a clean end) */
+static bool has_bytes_after(rmq_commitlog *cl, int64_t offset) {
+  rmq_mapped_file *mf = rmq_mfq_find(&cl->mfq, offset);
+  bool found = false;
+  for (int32_t i = mf ? (int32_t)(offset - mf->file_from_offset) : 0; mf && i < mf->file_size;
+       i++) {
+    if (mf->mapped[i]) {
+      found = true;
+      break;
+    }
+  }
+  if (mf) rmq_mapped_file_release(mf);
+  return found;
+}
+
+int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *cp,
+                          rmq_record_cb on_record, void *ctx, int64_t *process_offset,
+                          char *report, size_t report_cap) {
+  int count = rmq_mfq_count(&cl->mfq);
+  recover_scan scan = {0};
+  if (count > 0) {
+    int start = last_exit_ok ? (count > 3 ? count - 3 : 0) : abnormal_start_index(cl, cp);
+    scan_segments(cl, start, last_exit_ok ? NULL : on_record, ctx, &scan);
+  }
+  bool torn = count > 0 && scan.stop != RMQ_DECODE_BLANK && has_bytes_after(cl, scan.end);
+  rmq_mfq_truncate_dirty(&cl->mfq, scan.end);
+  *process_offset = scan.end;
+  if (report && report_cap) {
+    snprintf(report, report_cap,
+             "%s recovery: commitlog ends at offset %lld%s%s%s; %d empty or damaged segment(s) "
+             "after it deleted",
+             last_exit_ok ? "normal" : "abnormal", (long long)scan.end,
+             torn ? ", where a damaged record was cut off (" : "",
+             torn ? rmq_decode_status_name(scan.stop) : "", torn ? ")" : "",
+             count - rmq_mfq_count(&cl->mfq));
+  }
+  return RMQ_OK;
+}
+
+/* ---------------------------------------------------- topic-queue access */
+
+void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
+                                    int32_t queue_id, int64_t next_offset) {
+  put_lock(cl);
+  tqt_entry *e = tqt_get(cl->tqt, topic, topic_len, queue_id);
+  if (e) e->next_offset = next_offset;
+  put_unlock(cl);
+}
+
+int64_t rmq_commitlog_get_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
+                                       int32_t queue_id) {
+  int64_t off = 0;
+  put_lock(cl);
+  if (cl->tqt->cap > 0) {
+    tqt_entry *e = tqt_slot(cl->tqt, topic, topic_len, queue_id,
+                            tqt_hash(topic, topic_len, queue_id));
+    if (e->topic) off = e->next_offset;
+  }
+  put_unlock(cl);
+  return off;
+}
+
+int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
+  size_t n;
+  bool schedule = (size_t)m->topic_len == strlen(RMQ_SCHEDULE_TOPIC) &&
+                  memcmp(m->topic, RMQ_SCHEDULE_TOPIC, (size_t)m->topic_len) == 0;
+  if (schedule) {
+    int64_t level = property_long(m, RMQ_PROPERTY_DELAY);
+    if (level > 0) {
+      if (level > cl->cfg.delay_level_count) level = cl->cfg.delay_level_count;
+      return m->store_timestamp + (level > 0 ? cl->cfg.delay_ms[level - 1] : 1000);
+    }
+  }
+  const char *tags = rmq_properties_get(m->properties, (size_t)m->properties_len,
+                                        RMQ_PROPERTY_TAGS, &n);
+  return tags ? rmq_tags_code(tags, n) : 0;
+}

@@ -1,0 +1,245 @@
+/*
+** flush.c: FlushRealTimeService, GroupCommitService and CommitRealTimeService
+** (see flush.h).
+*/
+#include "flush.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "service_thread.h"
+
+typedef struct group_commit_request {
+  int64_t next_offset;
+  int rc;
+  bool done;
+  struct group_commit_request *next;
+} group_commit_request;
+
+struct rmq_flush_service {
+  rmq_commitlog *cl;
+  rmq_checkpoint *cp;
+  rmq_flush_config cfg;
+  rmq_service_thread flush_thread;
+  rmq_service_thread commit_thread;  /* only with a transient store pool */
+  pthread_mutex_t gc_mu;
+  pthread_cond_t gc_done;
+  group_commit_request *requests_write;
+  group_commit_request *requests_read;
+  char io_error[512];  /* the failure that poisoned the log, for waiting producers */
+};
+
+/* Commit (pool mode) then flush until nothing moves: everything written is on disk. */
+static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
+  bool moved = true;
+  int rc = RMQ_OK;
+  for (int i = 0; rc == RMQ_OK && moved && i < 1000; i++) {
+    bool committed = false, flushed = false;
+    if (fs->cl->mfq.pool) rc = rmq_mfq_commit(&fs->cl->mfq, 0, &committed, err);
+    if (rc == RMQ_OK) rc = rmq_mfq_flush(&fs->cl->mfq, 0, &flushed, err);
+    moved = committed || flushed;
+  }
+  return rc;
+}
+
+static void record_flush_time(rmq_flush_service *fs) {
+  int64_t ts = atomic_load(&fs->cl->mfq.store_timestamp);
+  if (ts > 0) atomic_store(&fs->cp->physic_msg_timestamp, ts);
+}
+
+static void on_io_failure(rmq_flush_service *fs, const rmq_err *err) {
+  rmq_commitlog_poison(fs->cl, err->msg);
+}
+
+/* ------------------------------------------------------ FlushRealTime */
+
+static void flush_real_time_run(rmq_service_thread *st) {
+  rmq_flush_service *fs = st->arg;
+  int64_t last_thorough = rmq_monotonic_ms();
+  while (!rmq_service_thread_stopped(st)) {
+    rmq_service_thread_wait(st, fs->cfg.flush_interval_ms);
+    int least = fs->cfg.flush_least_pages;
+    int64_t now = rmq_monotonic_ms();
+    if (now - last_thorough >= fs->cfg.flush_thorough_interval_ms) {
+      last_thorough = now;
+      least = 0;
+    }
+    rmq_err err = {0};
+    bool moved;
+    if (rmq_mfq_flush(&fs->cl->mfq, least, &moved, &err) != RMQ_OK) {
+      on_io_failure(fs, &err);
+    } else {
+      record_flush_time(fs);
+    }
+  }
+}
+
+/* ----------------------------------------------------- CommitRealTime */
+
+static void commit_real_time_run(rmq_service_thread *st) {
+  rmq_flush_service *fs = st->arg;
+  while (!rmq_service_thread_stopped(st)) {
+    rmq_service_thread_wait(st, fs->cfg.commit_interval_ms);
+    rmq_err err = {0};
+    bool moved;
+    /* commitCommitLogThoroughInterval equals the interval: every pass commits all. */
+    if (rmq_mfq_commit(&fs->cl->mfq, 0, &moved, &err) != RMQ_OK) {
+      on_io_failure(fs, &err);
+    } else if (moved) {
+      rmq_service_thread_wakeup(&fs->flush_thread);
+    }
+  }
+}
+
+/* ---------------------------------------------------- GroupCommit */
+
+static int64_t max_requested(group_commit_request *r) {
+  int64_t m = 0;
+  for (; r; r = r->next) m = r->next_offset > m ? r->next_offset : m;
+  return m;
+}
+
+static void complete_requests(rmq_flush_service *fs, int rc) {
+  int64_t flushed = rmq_commitlog_flushed_offset(fs->cl);
+  for (group_commit_request *r = fs->requests_read; r; r = r->next) {
+    r->rc = rc != RMQ_OK ? rc : flushed >= r->next_offset ? RMQ_OK : RMQ_ETIMEOUT;
+    r->done = true;
+  }
+  fs->requests_read = NULL;
+  pthread_cond_broadcast(&fs->gc_done);
+}
+
+static void group_commit_once(rmq_flush_service *fs) {
+  pthread_mutex_lock(&fs->gc_mu);
+  fs->requests_read = fs->requests_write;
+  fs->requests_write = NULL;
+  int64_t target = max_requested(fs->requests_read);
+  pthread_mutex_unlock(&fs->gc_mu);
+
+  rmq_err err = {0};
+  int rc = RMQ_OK;
+  /* A record may sit in the next segment: the first pass may only finish the previous one. */
+  for (int i = 0; rc == RMQ_OK && i < 2; i++) {
+    bool moved;
+    rc = rmq_mfq_flush(&fs->cl->mfq, 0, &moved, &err);
+    if (rmq_commitlog_flushed_offset(fs->cl) >= target) break;
+  }
+  if (rc != RMQ_OK) {
+    pthread_mutex_lock(&fs->gc_mu);
+    snprintf(fs->io_error, sizeof fs->io_error, "%s", err.msg);
+    pthread_mutex_unlock(&fs->gc_mu);
+    on_io_failure(fs, &err);
+  } else {
+    record_flush_time(fs);
+  }
+  pthread_mutex_lock(&fs->gc_mu);
+  complete_requests(fs, rc);
+  pthread_mutex_unlock(&fs->gc_mu);
+}
+
+static void group_commit_run(rmq_service_thread *st) {
+  rmq_flush_service *fs = st->arg;
+  while (!rmq_service_thread_stopped(st)) {
+    rmq_service_thread_wait(st, 10);
+    group_commit_once(fs);
+  }
+  /* Serve whatever arrived during shutdown so no producer waits for its timeout. */
+  group_commit_once(fs);
+}
+
+/* Take r out of whichever list holds it; called with gc_mu held. */
+static void unlink_request(rmq_flush_service *fs, group_commit_request *r) {
+  group_commit_request **lists[2] = {&fs->requests_write, &fs->requests_read};
+  for (int i = 0; i < 2; i++) {
+    for (group_commit_request **p = lists[i]; *p; p = &(*p)->next) {
+      if (*p == r) {
+        *p = r->next;
+        return;
+      }
+    }
+  }
+}
+
+int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err) {
+  if (!fs->cfg.sync || rmq_commitlog_flushed_offset(fs->cl) >= next_offset) return RMQ_OK;
+  group_commit_request req = {.next_offset = next_offset};
+  struct timespec deadline;
+  rmq_deadline_in(&deadline, fs->cfg.sync_flush_timeout_ms);
+  pthread_mutex_lock(&fs->gc_mu);
+  req.next = fs->requests_write;
+  fs->requests_write = &req;
+  pthread_mutex_unlock(&fs->gc_mu);
+  rmq_service_thread_wakeup(&fs->flush_thread);
+
+  pthread_mutex_lock(&fs->gc_mu);
+  while (!req.done) {
+    if (pthread_cond_timedwait(&fs->gc_done, &fs->gc_mu, &deadline) != 0 && !req.done) {
+      unlink_request(fs, &req);
+      req.rc = RMQ_ETIMEOUT;
+      break;
+    }
+  }
+  int rc = req.rc;
+  if (rc == RMQ_ETIMEOUT) {
+    rmq_err_set(err, rc,
+                "flush to disk did not reach offset %lld within %d ms (sync_flush_timeout_ms); "
+                "the message is written but may not be durable",
+                (long long)next_offset, fs->cfg.sync_flush_timeout_ms);
+  } else if (rc != RMQ_OK) {
+    rmq_err_set(err, rc, "flush to disk failed: %s", fs->io_error);
+  }
+  pthread_mutex_unlock(&fs->gc_mu);
+  return rc;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
+                                         const rmq_flush_config *cfg, rmq_err *err) {
+  rmq_flush_service *fs = calloc(1, sizeof *fs);
+  if (!fs) {
+    rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    return NULL;
+  }
+  fs->cl = cl;
+  fs->cp = cp;
+  fs->cfg = *cfg;
+  pthread_mutex_init(&fs->gc_mu, NULL);
+  rmq_cond_init_monotonic(&fs->gc_done);
+  rmq_service_thread_init(&fs->flush_thread,
+                          cfg->sync ? "GroupCommitService" : "FlushRealTimeService",
+                          cfg->sync ? group_commit_run : flush_real_time_run, fs);
+  if (cl->mfq.pool) {
+    rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run,
+                            fs);
+  }
+  return fs;
+}
+
+int rmq_flush_service_start(rmq_flush_service *fs, rmq_err *err) {
+  int rc = rmq_service_thread_start(&fs->flush_thread, err);
+  if (rc == RMQ_OK && fs->commit_thread.run) rc = rmq_service_thread_start(&fs->commit_thread, err);
+  return rc;
+}
+
+int rmq_flush_all(rmq_flush_service *fs, int64_t *flushed_offset, rmq_err *err) {
+  int rc = flush_until_stable(fs, err);
+  if (rc != RMQ_OK) {
+    on_io_failure(fs, err);
+  } else {
+    record_flush_time(fs);
+  }
+  if (flushed_offset) *flushed_offset = rmq_commitlog_flushed_offset(fs->cl);
+  return rc;
+}
+
+void rmq_flush_service_free(rmq_flush_service *fs) {
+  if (!fs) return;
+  rmq_service_thread_shutdown(&fs->commit_thread);
+  rmq_service_thread_shutdown(&fs->flush_thread);
+  rmq_err err = {0};
+  if (!atomic_load(&fs->cl->poisoned)) rmq_flush_all(fs, NULL, &err);
+  pthread_cond_destroy(&fs->gc_done);
+  pthread_mutex_destroy(&fs->gc_mu);
+  free(fs);
+}

@@ -1,0 +1,48 @@
+/*
+** flush.h: the CommitLog's flush and commit services (spec §9.2).
+**
+** async: FlushRealTimeService wakes every flush_interval_ms (500) and forces
+**   segments with at least 4 dirty pages, everything every 10 s, and copies
+**   the flushed store time into the checkpoint.
+** sync: GroupCommitService. A producer queues a request "flushed up to
+**   next_offset" and sleeps; the service swaps the write and read request
+**   lists, forces once for all of them, and wakes each request it served.
+**   A request not served within sync_flush_timeout_ms fails with
+**   RMQ_ETIMEOUT (the producer removes itself, so a stuck fsync cannot leave
+**   a dangling request); an fsync failure fails every waiting request with
+**   RMQ_EIO and poisons the CommitLog.
+** transient store pool: CommitRealTimeService copies written bytes from the
+**   write buffers into the files every 200 ms and wakes the flush service.
+*/
+#ifndef RMQ_FLUSH_H
+#define RMQ_FLUSH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "commitlog.h"
+
+typedef struct rmq_flush_config {
+  bool sync;
+  int sync_flush_timeout_ms;       /* 5000 */
+  int flush_interval_ms;           /* 500 */
+  int flush_least_pages;           /* 4 */
+  int flush_thorough_interval_ms;  /* 10000 */
+  int commit_interval_ms;          /* 200, with a transient store pool */
+} rmq_flush_config;
+
+typedef struct rmq_flush_service rmq_flush_service;
+
+rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
+                                         const rmq_flush_config *cfg, rmq_err *err);
+int rmq_flush_service_start(rmq_flush_service *fs, rmq_err *err);
+/* Stop the threads after a last commit and flush of everything; free. */
+void rmq_flush_service_free(rmq_flush_service *fs);
+
+/* sync mode: wait until the CommitLog is on disk up to next_offset. */
+int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err);
+/* Commit and force everything written so far; *flushed_offset receives the result. */
+int rmq_flush_all(rmq_flush_service *fs, int64_t *flushed_offset, rmq_err *err);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+** io.c: system-call wrappers with fault injection (see io.h).
+*/
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef struct io_fault {
+  atomic_int countdown; /* fail when this reaches 0 after a decrement */
+  int err;
+  long short_len;
+} io_fault;
+
+static io_fault faults[RMQ_IO_OP_COUNT];
+
+void rmq_io_fault(rmq_io_op op, int nth, int err, long short_len) {
+  faults[op].err = err;
+  faults[op].short_len = short_len;
+  atomic_store(&faults[op].countdown, nth);
+}
+
+/* True when this call of op is the one a test asked to fail. */
+static int io_should_fail(rmq_io_op op) {
+  int n = atomic_load_explicit(&faults[op].countdown, memory_order_relaxed);
+  while (n > 0) {
+    if (atomic_compare_exchange_weak(&faults[op].countdown, &n, n - 1)) {
+      if (n != 1) return 0;
+      errno = faults[op].err;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int rmq_io_open(const char *path, int flags, mode_t mode) {
+  if (io_should_fail(RMQ_IO_OPEN)) return -1;
+  return open(path, flags | O_CLOEXEC, mode);
+}
+
+ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off) {
+  size_t done = 0;
+  if (io_should_fail(RMQ_IO_PWRITE)) {
+    long s = faults[RMQ_IO_PWRITE].short_len;
+    if (s < 0) return -1;
+    len = (size_t)s < len ? (size_t)s : len;
+    return pwrite(fd, buf, len, off);
+  }
+  while (done < len) {
+    ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? -1 : (ssize_t)done;
+    done += (size_t)n;
+  }
+  return (ssize_t)done;
+}
+
+int rmq_io_fsync(int fd) {
+  if (io_should_fail(RMQ_IO_FSYNC)) return -1;
+  return fdatasync(fd);
+}
+
+int rmq_io_msync(void *addr, size_t len) {
+  if (io_should_fail(RMQ_IO_MSYNC)) return -1;
+  return msync(addr, len, MS_SYNC);
+}
+
+int rmq_io_fallocate(int fd, off_t len) {
+  if (io_should_fail(RMQ_IO_FALLOCATE)) return -1;
+  int rc = posix_fallocate(fd, 0, len);
+  if (rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  return 0;
+}
+
+int rmq_io_ftruncate(int fd, off_t len) {
+  if (io_should_fail(RMQ_IO_FTRUNCATE)) return -1;
+  return ftruncate(fd, len);
+}
+
+void *rmq_io_mmap(int fd, size_t len, int writable) {
+  if (io_should_fail(RMQ_IO_MMAP)) return MAP_FAILED;
+  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  return mmap(NULL, len, prot, MAP_SHARED, fd, 0);
+}
+
+int rmq_io_unlink(const char *path) {
+  if (io_should_fail(RMQ_IO_UNLINK)) return -1;
+  return unlink(path);
+}

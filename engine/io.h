@@ -1,0 +1,46 @@
+/*
+** io.h: the engine's only door to the file system.
+**
+** Every open, pwrite, fsync, msync, fallocate, ftruncate, mmap and unlink of
+** the engine goes through these wrappers so that tests can make the Nth call
+** of one kind fail (EIO, ENOSPC, a short write, a failed fsync) and check
+** that the store reports it and refuses further writes. They behave like the
+** system calls they wrap: -1 (or MAP_FAILED) and errno on failure.
+*/
+#ifndef RMQ_IO_H
+#define RMQ_IO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef enum rmq_io_op {
+  RMQ_IO_OPEN,
+  RMQ_IO_PWRITE,
+  RMQ_IO_FSYNC,
+  RMQ_IO_MSYNC,
+  RMQ_IO_FALLOCATE,
+  RMQ_IO_FTRUNCATE,
+  RMQ_IO_MMAP,
+  RMQ_IO_UNLINK,
+  RMQ_IO_OP_COUNT
+} rmq_io_op;
+
+int rmq_io_open(const char *path, int flags, mode_t mode);
+/* Writes all of len bytes (retrying short writes) unless a fault says otherwise. */
+ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off);
+int rmq_io_fsync(int fd);
+int rmq_io_msync(void *addr, size_t len);
+int rmq_io_fallocate(int fd, off_t len);
+int rmq_io_ftruncate(int fd, off_t len);
+void *rmq_io_mmap(int fd, size_t len, int writable);
+int rmq_io_unlink(const char *path);
+
+/*
+** Fault injection for tests: the nth call (1 = the next one) of op from now
+** on fails with errno err. For RMQ_IO_PWRITE, short_len >= 0 makes it a short
+** write of that many bytes instead. nth = 0 clears the fault. Faults are
+** process-wide; the counters are atomic.
+*/
+void rmq_io_fault(rmq_io_op op, int nth, int err, long short_len);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+** rmq.h: the engine's public API, Apache RocketMQ 4.9's message store in C.
+**
+** A store is a directory laid out as RocketMQ lays it out (spec §1):
+** commitlog/, consumequeue/, index/, checkpoint, abort and lock. Opening a
+** store for writing takes the `lock` file's POSIX record lock (the same lock
+** a Java broker takes, so the two exclude each other), recovers the files
+** (spec §8) and starts the background services; closing it flushes
+** everything, stops the services and removes `abort`, the mark of a clean
+** shutdown. No function here calls into SQLite.
+**
+** Errors: every call that can fail returns an RMQ_* code (rmq_err.h) and
+** fills the caller's rmq_err with a message that names the path, offset or
+** setting involved.
+*/
+#ifndef RMQ_H
+#define RMQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "commitlog.h"
+#include "message.h"
+#include "rmq_err.h"
+
+typedef struct rmq_config {
+  bool flush_sync;                  /* flush='sync': puts return once on disk */
+  int32_t commitlog_file_size;      /* 1073741824 */
+  int32_t consumequeue_entries;     /* 300000 (20-byte entries per file) */
+  int32_t index_slots;              /* 5000000 */
+  int32_t index_entries;            /* 20000000 */
+  int32_t max_message_size;         /* 4194304: limit on a body */
+  int default_queues;               /* 4 */
+  char delay_levels[512];           /* "1s 5s ... 2h" */
+  int file_reserved_hours;          /* 72 */
+  char delete_when[64];             /* "04" */
+  int disk_max_used_ratio;          /* 75 */
+  bool readonly;                    /* read the files, take no lock, write nothing */
+  rmq_host store_host;              /* 127.0.0.1:10911, part of every msgId */
+  int sync_flush_timeout_ms;        /* 5000 */
+  int transient_store_pool;         /* write buffers; 0 = off (async flush only) */
+  bool warm_mapped_file;            /* pre-fault and mlock new CommitLog segments */
+  bool use_spin_lock;               /* put lock: spin instead of a mutex */
+  int flush_interval_ms;            /* 500: FlushRealTimeService */
+} rmq_config;
+
+/* RocketMQ's defaults. */
+void rmq_config_init(rmq_config *cfg);
+/* Check every value against its limit; RMQ_EINVAL names the setting. */
+int rmq_config_check(const rmq_config *cfg, rmq_err *err);
+/* Parse "1s 5s 10m 2h ..." (units s, m, h, d) into ms per level. */
+int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err);
+
+typedef struct rmq_store rmq_store;
+
+/*
+** Open the store in dir (created when missing and writable), recover it and
+** start its services. RMQ_ELOCKED: another process has it open for writing
+** ("store <dir> is locked by another process"). RMQ_ECORRUPT: a file does
+** not follow the format (named, with the offset).
+*/
+int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err);
+/* Flush everything, stop the services, remove `abort`, release the lock. */
+void rmq_store_close(rmq_store *s);
+
+/*
+** Append n messages as one contiguous batch (see rmq_commitlog_put for the
+** fields used and the checks). With flush='sync', returns only after the
+** batch is on disk; a flush that fails or times out is an error
+** (RMQ_EIO / RMQ_ETIMEOUT), never a silent success.
+*/
+int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
+                  rmq_err *err);
+
+/* Force everything written so far to disk; *flushed_offset gets the flushed end. */
+int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
+
+const rmq_config *rmq_store_config(rmq_store *s);
+const char *rmq_store_dir(rmq_store *s);
+rmq_commitlog *rmq_store_commitlog(rmq_store *s);
+/* One sentence on how the last open recovered the store (and what it cut). */
+const char *rmq_store_recovery_report(rmq_store *s);
+
+#endif

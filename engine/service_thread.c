@@ -1,0 +1,105 @@
+/*
+** service_thread.c: start-once background threads with wakeup and timed
+** waits on a monotonic clock (see service_thread.h).
+*/
+#include "service_thread.h"
+
+#include <string.h>
+#include <time.h>
+
+int64_t rmq_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rmq_monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rmq_deadline_in(struct timespec *ts, int64_t ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (ms % 1000) * 1000000;
+  if (ts->tv_nsec >= 1000000000) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000;
+  }
+}
+
+void rmq_cond_init_monotonic(pthread_cond_t *cond) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+void rmq_service_thread_init(rmq_service_thread *st, const char *name, rmq_service_run run,
+                             void *arg) {
+  memset(st, 0, sizeof *st);
+  st->name = name;
+  st->run = run;
+  st->arg = arg;
+  pthread_mutex_init(&st->mu, NULL);
+  rmq_cond_init_monotonic(&st->cond);
+}
+
+static void *service_main(void *p) {
+  rmq_service_thread *st = p;
+  st->run(st);
+  return NULL;
+}
+
+int rmq_service_thread_start(rmq_service_thread *st, rmq_err *err) {
+  if (st->started) return RMQ_OK;
+  int rc = pthread_create(&st->tid, NULL, service_main, st);
+  if (rc != 0) {
+    return rmq_err_set(err, RMQ_ENOMEM, "cannot start the %s thread: %s", st->name,
+                       strerror(rc));
+  }
+  st->started = true;
+  return RMQ_OK;
+}
+
+void rmq_service_thread_wakeup(rmq_service_thread *st) {
+  pthread_mutex_lock(&st->mu);
+  if (!st->notified) {
+    st->notified = true;
+    pthread_cond_signal(&st->cond);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
+void rmq_service_thread_wait(rmq_service_thread *st, int64_t ms) {
+  struct timespec deadline;
+  rmq_deadline_in(&deadline, ms);
+  pthread_mutex_lock(&st->mu);
+  while (!st->notified && !st->stopped) {
+    if (pthread_cond_timedwait(&st->cond, &st->mu, &deadline) != 0) break;
+  }
+  st->notified = false;
+  pthread_mutex_unlock(&st->mu);
+}
+
+bool rmq_service_thread_stopped(rmq_service_thread *st) {
+  pthread_mutex_lock(&st->mu);
+  bool stopped = st->stopped;
+  pthread_mutex_unlock(&st->mu);
+  return stopped;
+}
+
+void rmq_service_thread_shutdown(rmq_service_thread *st) {
+  if (st->run == NULL) return;
+  pthread_mutex_lock(&st->mu);
+  st->stopped = true;
+  pthread_cond_signal(&st->cond);
+  pthread_mutex_unlock(&st->mu);
+  if (st->started) pthread_join(st->tid, NULL);
+  st->started = false;
+  pthread_cond_destroy(&st->cond);
+  pthread_mutex_destroy(&st->mu);
+  st->run = NULL;
+}

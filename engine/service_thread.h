@@ -1,0 +1,54 @@
+/*
+** service_thread.h: RocketMQ's ServiceThread shape for every background
+** thread of the engine.
+**
+** A service is started once, runs `run(self)` until shutdown, and sleeps in
+** rmq_service_thread_wait(): a timed wait on a CLOCK_MONOTONIC condition
+** variable that returns early when another thread calls wakeup(). A wakeup
+** that arrives while the service is busy is remembered, so it is never lost.
+** shutdown() sets the stop flag under the lock, wakes the thread and joins
+** it; run() must check rmq_service_thread_stopped() after every wait.
+*/
+#ifndef RMQ_SERVICE_THREAD_H
+#define RMQ_SERVICE_THREAD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rmq_err.h"
+
+typedef struct rmq_service_thread rmq_service_thread;
+typedef void (*rmq_service_run)(rmq_service_thread *self);
+
+struct rmq_service_thread {
+  const char *name;
+  rmq_service_run run;
+  void *arg;             /* the owning object, for run() */
+  pthread_t tid;
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  bool started;
+  bool notified;
+  bool stopped;
+};
+
+void rmq_service_thread_init(rmq_service_thread *st, const char *name, rmq_service_run run,
+                             void *arg);
+int rmq_service_thread_start(rmq_service_thread *st, rmq_err *err);
+void rmq_service_thread_wakeup(rmq_service_thread *st);
+/* Sleep up to ms or until woken; consumes the wake-up. */
+void rmq_service_thread_wait(rmq_service_thread *st, int64_t ms);
+bool rmq_service_thread_stopped(rmq_service_thread *st);
+/* Stop and join (a no-op if never started); then free the sync objects. */
+void rmq_service_thread_shutdown(rmq_service_thread *st);
+
+/* Clock helpers shared by the services. */
+int64_t rmq_now_ms(void);          /* wall clock, ms since the epoch */
+int64_t rmq_monotonic_ms(void);    /* monotonic clock, ms */
+/* An absolute CLOCK_MONOTONIC deadline ms from now, for pthread_cond_timedwait. */
+void rmq_deadline_in(struct timespec *ts, int64_t ms);
+/* Initialise a condition variable that waits on CLOCK_MONOTONIC. */
+void rmq_cond_init_monotonic(pthread_cond_t *cond);
+
+#endif

@@ -1,0 +1,290 @@
+/*
+** store.c: DefaultMessageStore: open, recover, run and close a store
+** (see rmq.h).
+**
+** Open: take the lock (writable stores), note whether `abort` exists (the
+** last exit was not clean), load the CommitLog segments and the checkpoint,
+** recover, then start the allocation and flush services and create `abort`.
+** Close undoes it in reverse order; `abort` is removed only when the final
+** flush succeeded, so a store whose last flush failed recovers abnormally.
+*/
+#include "rmq.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "allocate.h"
+#include "checkpoint.h"
+#include "flush.h"
+#include "io.h"
+#include "service_thread.h"
+
+struct rmq_store {
+  char *dir;
+  rmq_config cfg;
+  int lock_fd;
+  bool last_exit_ok;
+  rmq_checkpoint checkpoint;
+  rmq_commitlog commitlog;
+  rmq_transient_store_pool *pool;
+  rmq_allocate_service *allocate;
+  rmq_flush_service *flush;
+  char recovery_report[512];
+};
+
+/* ---------------------------------------------------------------- config */
+
+void rmq_config_init(rmq_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->commitlog_file_size = 1073741824;
+  cfg->consumequeue_entries = 300000;
+  cfg->index_slots = 5000000;
+  cfg->index_entries = 20000000;
+  cfg->max_message_size = 4194304;
+  cfg->default_queues = 4;
+  snprintf(cfg->delay_levels, sizeof cfg->delay_levels, "%s",
+           "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h");
+  cfg->file_reserved_hours = 72;
+  snprintf(cfg->delete_when, sizeof cfg->delete_when, "04");
+  cfg->disk_max_used_ratio = 75;
+  rmq_host_parse("127.0.0.1:10911", &cfg->store_host);
+  cfg->sync_flush_timeout_ms = 5000;
+  cfg->flush_interval_ms = 500;
+}
+
+int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err) {
+  *count = 0;
+  for (const char *p = s; *p;) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    int64_t unit = *end == 's' ? 1000 : *end == 'm' ? 60000 : *end == 'h' ? 3600000
+                 : *end == 'd' ? 86400000 : 0;
+    if (end == p || v <= 0 || unit == 0 || (end[1] != ' ' && end[1] != '\0')) {
+      return rmq_err_set(err, RMQ_EINVAL,
+                         "delay_levels: \"%s\" is not a list like '1s 5s 10m 2h' (units s m h d)",
+                         s);
+    }
+    if (*count == max) {
+      return rmq_err_set(err, RMQ_EINVAL, "delay_levels: more than %d levels", max);
+    }
+    ms[(*count)++] = v * unit;
+    p = end[1] ? end + 2 : end + 1;
+  }
+  if (*count == 0) return rmq_err_set(err, RMQ_EINVAL, "delay_levels: no level given");
+  return RMQ_OK;
+}
+
+static int check_range(const char *name, long long v, long long lo, long long hi, rmq_err *err) {
+  if (v >= lo && v <= hi) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EINVAL, "%s: %lld is out of range (%lld..%lld)", name, v, lo, hi);
+}
+
+int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
+  int64_t levels[RMQ_MAX_DELAY_LEVELS];
+  int n;
+  int rc = check_range("commitlog_file_size", cfg->commitlog_file_size, 4096, INT32_MAX, err);
+  if (!rc) rc = check_range("consumequeue_entries", cfg->consumequeue_entries, 1, 100000000, err);
+  if (!rc) rc = check_range("index_slots", cfg->index_slots, 1, 100000000, err);
+  if (!rc) rc = check_range("index_entries", cfg->index_entries, 2, 100000000, err);
+  if (!rc && 40LL + 4LL * cfg->index_slots + 20LL * cfg->index_entries > INT32_MAX) {
+    rc = rmq_err_set(err, RMQ_EINVAL, "index_slots and index_entries make an index file larger "
+                     "than 2 GiB");
+  }
+  if (!rc) rc = check_range("max_message_size", cfg->max_message_size, 1, 1 << 30, err);
+  if (!rc) rc = check_range("default_queues", cfg->default_queues, 1, 1024, err);
+  if (!rc) rc = check_range("file_reserved_hours", cfg->file_reserved_hours, 0, 1 << 20, err);
+  if (!rc) rc = check_range("disk_max_used_ratio", cfg->disk_max_used_ratio, 10, 95, err);
+  if (!rc) rc = check_range("sync_flush_timeout_ms", cfg->sync_flush_timeout_ms, 1, 3600000, err);
+  if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
+  if (!rc && cfg->transient_store_pool > 0 && cfg->flush_sync) {
+    rc = rmq_err_set(err, RMQ_EINVAL, "transient_store_pool requires flush='async' (as in "
+                     "RocketMQ, the pool is for asynchronous flushing only)");
+  }
+  if (!rc) rc = rmq_parse_delay_levels(cfg->delay_levels, levels, RMQ_MAX_DELAY_LEVELS, &n, err);
+  return rc;
+}
+
+/* ------------------------------------------------------------- lock/abort */
+
+static void store_path(const rmq_store *s, const char *name, char *out, size_t cap) {
+  snprintf(out, cap, "%s/%s", s->dir, name);
+}
+
+/* The POSIX record lock on byte 0 of `lock`, as a Java broker takes it (spec §7.3). */
+static int take_lock(rmq_store *s, rmq_err *err) {
+  char path[4096];
+  store_path(s, "lock", path, sizeof path);
+  s->lock_fd = rmq_io_open(path, O_RDWR | O_CREAT, 0644);
+  if (s->lock_fd < 0) {
+    return rmq_err_set(err, RMQ_EIO, "cannot open %s: %s", path, strerror(errno));
+  }
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+  if (fcntl(s->lock_fd, F_SETLK, &fl) != 0) {
+    return rmq_err_set(err, RMQ_ELOCKED, "store %s is locked by another process", s->dir);
+  }
+  if (rmq_io_pwrite(s->lock_fd, "lock", 4, 0) != 4 || rmq_io_fsync(s->lock_fd) != 0) {
+    return rmq_err_set(err, RMQ_EIO, "cannot write %s: %s", path, strerror(errno));
+  }
+  return RMQ_OK;
+}
+
+static bool abort_exists(rmq_store *s) {
+  char path[4096];
+  store_path(s, "abort", path, sizeof path);
+  return access(path, F_OK) == 0;
+}
+
+static int create_abort(rmq_store *s, rmq_err *err) {
+  char path[4096];
+  store_path(s, "abort", path, sizeof path);
+  int fd = rmq_io_open(path, O_WRONLY | O_CREAT, 0644);
+  if (fd < 0 || rmq_io_fsync(fd) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", path, strerror(e));
+  }
+  close(fd);
+  return RMQ_OK;
+}
+
+static void remove_abort(rmq_store *s) {
+  char path[4096];
+  store_path(s, "abort", path, sizeof path);
+  rmq_io_unlink(path);
+}
+
+/* ------------------------------------------------------------- open/close */
+
+static int open_commitlog(rmq_store *s, rmq_err *err) {
+  rmq_commitlog_config cc = {
+      .file_size = s->cfg.commitlog_file_size,
+      .max_message_size = s->cfg.max_message_size,
+      .use_spin_lock = s->cfg.use_spin_lock,
+      .store_host = s->cfg.store_host,
+  };
+  int rc = rmq_parse_delay_levels(s->cfg.delay_levels, cc.delay_ms, RMQ_MAX_DELAY_LEVELS,
+                                  &cc.delay_level_count, err);
+  if (rc == RMQ_OK) rc = rmq_commitlog_init(&s->commitlog, s->dir, &cc, !s->cfg.readonly, err);
+  if (rc == RMQ_OK) rc = rmq_mfq_load(&s->commitlog.mfq, s->cfg.readonly, err);
+  if (rc == RMQ_OK) s->cfg.commitlog_file_size = s->commitlog.mfq.file_size;
+  return rc;
+}
+
+static int recover(rmq_store *s, rmq_err *err) {
+  int64_t end;
+  (void)err;
+  return rmq_commitlog_recover(&s->commitlog, s->last_exit_ok, &s->checkpoint, NULL, NULL, &end,
+                               s->recovery_report, sizeof s->recovery_report);
+}
+
+static int start_services(rmq_store *s, rmq_err *err) {
+  rmq_mapped_file_queue *q = &s->commitlog.mfq;
+  if (s->cfg.transient_store_pool > 0) {
+    s->pool = rmq_transient_store_pool_new(s->cfg.transient_store_pool, q->file_size, err);
+    if (!s->pool) return err->code;
+    q->pool = s->pool;
+  }
+  s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool);
+  if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  q->allocate = s->allocate;
+  rmq_flush_config fc = {
+      .sync = s->cfg.flush_sync,
+      .sync_flush_timeout_ms = s->cfg.sync_flush_timeout_ms,
+      .flush_interval_ms = s->cfg.flush_interval_ms,
+      .flush_least_pages = 4,
+      .flush_thorough_interval_ms = 10000,
+      .commit_interval_ms = 200,
+  };
+  s->flush = rmq_flush_service_new(&s->commitlog, &s->checkpoint, &fc, err);
+  if (!s->flush) return err->code;
+  int rc = rmq_allocate_service_start(s->allocate, err);
+  if (rc == RMQ_OK) rc = rmq_flush_service_start(s->flush, err);
+  return rc;
+}
+
+static int store_open_steps(rmq_store *s, rmq_err *err) {
+  bool writable = !s->cfg.readonly;
+  if (writable && mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", s->dir, strerror(errno));
+  }
+  int rc = writable ? take_lock(s, err) : RMQ_OK;
+  s->last_exit_ok = !abort_exists(s);
+  if (rc == RMQ_OK) rc = open_commitlog(s, err);
+  if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
+  if (rc != RMQ_OK || !writable) return rc;
+  rc = recover(s, err);
+  if (rc == RMQ_OK) rc = start_services(s, err);
+  if (rc == RMQ_OK) rc = create_abort(s, err);
+  return rc;
+}
+
+int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
+  *out = NULL;
+  int rc = rmq_config_check(cfg, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_store *s = calloc(1, sizeof *s);
+  if (!s || !(s->dir = strdup(dir))) {
+    free(s);
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  s->cfg = *cfg;
+  s->lock_fd = -1;
+  s->checkpoint.fd = -1;
+  rc = store_open_steps(s, err);
+  if (rc != RMQ_OK) {
+    rmq_store_close(s);
+    return rc;
+  }
+  *out = s;
+  return RMQ_OK;
+}
+
+void rmq_store_close(rmq_store *s) {
+  if (!s) return;
+  bool clean = s->flush != NULL;
+  rmq_flush_service_free(s->flush);
+  rmq_allocate_service_free(s->allocate);
+  s->commitlog.mfq.allocate = NULL;
+  rmq_err err = {0};
+  if (clean && !atomic_load(&s->commitlog.poisoned) &&
+      rmq_checkpoint_flush(&s->checkpoint, &err) == RMQ_OK) {
+    remove_abort(s);
+  }
+  rmq_checkpoint_close(&s->checkpoint);
+  rmq_commitlog_destroy(&s->commitlog);
+  rmq_transient_store_pool_free(s->pool);
+  if (s->lock_fd >= 0) close(s->lock_fd);
+  free(s->dir);
+  free(s);
+}
+
+/* ------------------------------------------------------------------ use */
+
+int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
+                  rmq_err *err) {
+  if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
+  int rc = rmq_commitlog_put(&s->commitlog, msgs, n, results, err);
+  if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
+  int64_t next = results[n - 1].physical_offset + results[n - 1].size;
+  return rmq_flush_wait(s->flush, next, err);
+}
+
+int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
+  if (!s->flush) {
+    *flushed_offset = rmq_commitlog_max_offset(&s->commitlog);
+    return RMQ_OK;
+  }
+  int rc = rmq_flush_all(s->flush, flushed_offset, err);
+  if (rc == RMQ_OK) rc = rmq_checkpoint_flush(&s->checkpoint, err);
+  return rc;
+}
+
+const rmq_config *rmq_store_config(rmq_store *s) { return &s->cfg; }
+const char *rmq_store_dir(rmq_store *s) { return s->dir; }
+rmq_commitlog *rmq_store_commitlog(rmq_store *s) { return &s->commitlog; }
+const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }

@@ -1,0 +1,57 @@
+/*
+** rocketmq.c: the entry point of sqlite-rocketmq, a SQLite loadable
+** extension that stores messages the way Apache RocketMQ's broker does:
+** a CommitLog of records, a ConsumeQueue per topic and queue, and hash
+** IndexFiles, byte-compatible with the files of Apache RocketMQ 4.9.
+** The store itself is the C engine under engine/, which knows nothing of
+** SQLite; the files under ext/ translate SQL to engine calls and back.
+**
+** Usage:
+**
+**    .load build/rocketmq
+**    SELECT rocketmq_version();          -- '0.1.0'
+**
+** What this file registers:
+**
+**    rocketmq_version()   the extension's version, a TEXT value.
+**
+** Loading the extension again on a connection that has it is a no-op.
+*/
+#include <sqlite3ext.h>
+SQLITE_EXTENSION_INIT1
+
+#include "rmq_version.h"
+
+/* rocketmq_version(): the version string RMQ_VERSION. */
+static void rmqVersionFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_text(ctx, RMQ_VERSION, -1, SQLITE_STATIC);
+}
+
+/*
+** True if this connection already has the extension. SQLite refuses to
+** replace a function while a statement runs, and `SELECT load_extension()`
+** is one, so a second load must not register anything again.
+*/
+static int rmqAlreadyLoaded(sqlite3 *db) {
+  sqlite3_stmt *pStmt = 0;
+  int found = 0;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT 1 FROM pragma_function_list WHERE name = 'rocketmq_version'",
+                         -1, &pStmt, 0) == SQLITE_OK) {
+    found = sqlite3_step(pStmt) == SQLITE_ROW;
+  }
+  sqlite3_finalize(pStmt);
+  return found;
+}
+
+__attribute__((visibility("default"))) int sqlite3_rocketmq_init(
+    sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+  (void)pzErrMsg;
+  SQLITE_EXTENSION_INIT2(pApi);
+  if (rmqAlreadyLoaded(db)) return SQLITE_OK;
+  return sqlite3_create_function(db, "rocketmq_version", 0,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
+                                 rmqVersionFunc, 0, 0);
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+#
+# run.sh: run the test programs of sqlite-rocketmq and add up their counts.
+#
+#   test/run.sh BUILD [REGEX]
+#
+# BUILD is the build directory (build, build-asan, build-tsan). REGEX, if
+# given, runs only the programs whose name matches it (bash =~, e.g.
+# `test/run.sh build 'version|message'`); `make test T=REGEX` passes it.
+#
+# The programs, run one after another from the repository root:
+#   BUILD/test/test_*     the engine's C tests (test/engine/test_*.c)
+#   test/*.test           Tcl tests, run as `tclsh test/NAME.test`
+#   test/*.py             Python tests, run as `/usr/bin/python3 test/NAME.py`
+#                         (except test/spec_decoder.py, which is a library)
+# No program takes arguments. Each one gets this environment (absolute paths):
+#   RMQ_EXT     BUILD/rocketmq, the extension without its .so suffix, ready
+#               for load_extension() / .load / conn.load_extension()
+#   RMQ_BUILD   BUILD; helper programs live in RMQ_BUILD/test/ (golden_dump)
+#   RMQ_GOLDEN  the golden RocketMQ store files (../shared/golden)
+# Values already set in the environment are kept.
+#
+# Each program must end its output with a line `N passed, N failed` (the C
+# tests' check_report() and tester.tcl's finish_test print it; a Python test
+# prints it itself) and exit non-zero when something failed. A program that
+# crashes, exits non-zero, times out or prints no such line counts as at
+# least 1 failed. Its output goes to BUILD/test-logs/NAME.log and is shown
+# when it fails (always with RMQ_VERBOSE=1).
+#
+# Other settings:
+#   RMQ_TIMEOUT   seconds each program may run (default 900)
+#   RMQ_PRELOAD   a library prepended to LD_PRELOAD for tclsh and python3
+#                 only (a sanitizer runtime: the interpreters are not
+#                 instrumented); ASAN_OPTIONS then also gets detect_leaks=0
+#                 for them, as the interpreters' own leaks are not ours.
+#
+# The last line of the output is the total `N passed, N failed`; the exit
+# status is non-zero when any test failed.
+
+set -uo pipefail
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: $0 BUILD [REGEX]" >&2
+  exit 2
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+build=$(cd "$1" 2>/dev/null && pwd) || { echo "run.sh: no build directory $1" >&2; exit 2; }
+filter=${2:-}
+timeout_s=${RMQ_TIMEOUT:-900}
+logs=$build/test-logs
+mkdir -p "$logs"
+
+export RMQ_EXT=${RMQ_EXT:-$build/rocketmq}
+export RMQ_BUILD=${RMQ_BUILD:-$build}
+if [ -z "${RMQ_GOLDEN:-}" ]; then
+  RMQ_GOLDEN=$(cd "$root/../shared/golden" 2>/dev/null && pwd) || RMQ_GOLDEN=$root/../shared/golden
+fi
+export RMQ_GOLDEN
+
+# The environment of interpreter runs: the sanitizer runtime preloaded.
+interp_env=()
+if [ -n "${RMQ_PRELOAD:-}" ]; then
+  interp_env=(env "LD_PRELOAD=$RMQ_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}"
+              "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+fi
+
+# Collect "name<TAB>kind<TAB>path" for every program to run.
+programs=()
+for f in "$build"/test/test_*; do
+  [ -f "$f" ] && [ -x "$f" ] && programs+=("$(basename "$f")	c	$f")
+done
+for f in test/*.test; do
+  [ -f "$f" ] && programs+=("$(basename "$f")	tcl	$f")
+done
+for f in test/*.py; do
+  [ -f "$f" ] && [ "$f" != test/spec_decoder.py ] && programs+=("$(basename "$f")	py	$f")
+done
+
+total_pass=0
+total_fail=0
+ran=0
+failed_names=()
+
+for entry in "${programs[@]}"; do
+  IFS=$'\t' read -r name kind path <<<"$entry"
+  if [ -n "$filter" ] && ! [[ $name =~ $filter ]]; then continue; fi
+  ran=$((ran + 1))
+  case $kind in
+    c)   cmd=("$path") ;;
+    tcl) cmd=("${interp_env[@]}" tclsh "$path") ;;
+    py)  cmd=("${interp_env[@]}" /usr/bin/python3 "$path") ;;
+  esac
+  log=$logs/$name.log
+  start=$EPOCHREALTIME
+  # In a subshell, so that bash's note on a program killed by a signal
+  # ("Aborted") goes to the log.
+  (timeout --kill-after=10 "$timeout_s" "${cmd[@]}"; exit $?) </dev/null >"$log" 2>&1
+  rc=$?
+  end=$EPOCHREALTIME
+  secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+
+  counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  note=""
+  if [ -n "$counts" ]; then
+    pass=${counts%% passed*}
+    fail=${counts#*, }
+    fail=${fail%% failed}
+  else
+    pass=0
+    fail=0
+    note=" (no \"N passed, N failed\" line)"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -eq 124 ]; then
+      note="$note (timed out after ${timeout_s}s)"
+    elif [ "$rc" -gt 128 ]; then
+      note="$note (killed by SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))))"
+    else
+      note="$note (exit status $rc)"
+    fi
+    [ "$fail" -eq 0 ] && fail=1
+  elif [ -z "$counts" ]; then
+    fail=1
+  fi
+
+  if [ "$fail" -ne 0 ] || [ -n "${RMQ_VERBOSE:-}" ]; then
+    echo "---- $name output (last 200 lines of $log)"
+    tail -n 200 "$log" | sed 's/^/    /'
+  fi
+  printf '%-32s %5d passed, %3d failed  %7ss%s\n' "$name" "$pass" "$fail" "$secs" "$note"
+  total_pass=$((total_pass + pass))
+  total_fail=$((total_fail + fail))
+  [ "$fail" -ne 0 ] && failed_names+=("$name")
+done
+
+if [ "$ran" -eq 0 ]; then
+  echo "run.sh: no test program matched${filter:+ \"$filter\"}"
+  total_fail=1
+fi
+if [ ${#failed_names[@]} -gt 0 ]; then
+  echo "failed: ${failed_names[*]}"
+fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
