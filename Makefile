@@ -26,7 +26,7 @@ AR ?= ar
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 EXT_SRC := $(sort $(wildcard ext/*.c))
 TEST_SRC := $(sort $(wildcard test/engine/test_*.c))
-HELPER_SRC := $(wildcard test/engine/golden_dump.c)
+HELPER_SRC := $(filter-out $(TEST_SRC),$(sort $(wildcard test/engine/*.c)))
 BENCH_SRC := $(sort $(wildcard test/bench/*.c))
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)

@@ -7,12 +7,14 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct io_fault {
-  atomic_int countdown; /* fail when this reaches 0 after a decrement */
+  atomic_int countdown; /* act when this reaches 0 after a decrement */
   int err;
   long short_len;
+  int stall_ms;         /* > 0: the call sleeps this long, then succeeds */
 } io_fault;
 
 static io_fault faults[RMQ_IO_OP_COUNT];
@@ -20,15 +22,26 @@ static io_fault faults[RMQ_IO_OP_COUNT];
 void rmq_io_fault(rmq_io_op op, int nth, int err, long short_len) {
   faults[op].err = err;
   faults[op].short_len = short_len;
+  faults[op].stall_ms = 0;
   atomic_store(&faults[op].countdown, nth);
 }
 
-/* True when this call of op is the one a test asked to fail. */
+void rmq_io_stall(rmq_io_op op, int nth, int ms) {
+  faults[op].stall_ms = ms;
+  atomic_store(&faults[op].countdown, nth);
+}
+
+/* True when this call of op is the one a test asked to fail; a stall just sleeps. */
 static int io_should_fail(rmq_io_op op) {
   int n = atomic_load_explicit(&faults[op].countdown, memory_order_relaxed);
   while (n > 0) {
     if (atomic_compare_exchange_weak(&faults[op].countdown, &n, n - 1)) {
       if (n != 1) return 0;
+      if (faults[op].stall_ms > 0) {
+        struct timespec ts = {faults[op].stall_ms / 1000, (faults[op].stall_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return 0;
+      }
       errno = faults[op].err;
       return 1;
     }

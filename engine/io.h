@@ -42,5 +42,7 @@ int rmq_io_unlink(const char *path);
 ** process-wide; the counters are atomic.
 */
 void rmq_io_fault(rmq_io_op op, int nth, int err, long short_len);
+/* The nth call of op sleeps ms before it runs (a slow disk); nth = 0 clears it. */
+void rmq_io_stall(rmq_io_op op, int nth, int ms);
 
 #endif

@@ -454,8 +454,12 @@ void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset) {
     } else if (mf->file_from_offset <= offset) {
       rmq_mapped_file_set_positions(mf, (int32_t)(offset % q->file_size));
       keep = i + 1;
-    } else {
+    } else if (q->writable) {
       rmq_mapped_file_shutdown(mf, true);
+    } else {
+      /* A reader must not delete: the files past the end just read as empty. */
+      rmq_mapped_file_set_positions(mf, 0);
+      keep = i + 1;
     }
   }
   q->count = keep;

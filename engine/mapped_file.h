@@ -170,7 +170,8 @@ int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_so
 
 /*
 ** Recovery truncation (MFQ truncateDirtyFiles): delete files that start past
-** offset, set the positions of the file that holds it to offset % size.
+** offset, set the positions of the file that holds it to offset % size. A
+** read-only queue deletes nothing: later files get positions 0.
 */
 void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset);
 

@@ -97,14 +97,16 @@ void rmq_host_format(const rmq_host *h, char *buf, size_t cap) {
 
 static int32_t host_len(bool v6) { return v6 ? 20 : 8; }
 
+/* 72 + B + S is everything up to the body: the fixed fields, both hosts and
+** BODYLENGTH (spec §2.3 prints 72 + B + S for the part before BODYLENGTH,
+** which is 68 + B + S; its total, 75 + B + S + lengths, is right). */
 int32_t rmq_message_length(int32_t sys_flag, int32_t body_len, int32_t topic_len,
                            int32_t properties_len, bool v2) {
   /* Negative lengths count as 0, as in Java's calMsgLength; int64 so that
   ** a 2 GiB body is reported as too long instead of wrapping. */
-  int64_t len = 72 + host_len(sys_flag & RMQ_SYSFLAG_BORNHOST_V6) +
-                host_len(sys_flag & RMQ_SYSFLAG_STOREHOST_V6) + 4 +
-                (body_len > 0 ? body_len : 0) + (v2 ? 2 : 1) + topic_len + 2 +
-                (properties_len > 0 ? properties_len : 0);
+  int64_t len = (int64_t)72 + host_len(sys_flag & RMQ_SYSFLAG_BORNHOST_V6) +
+                host_len(sys_flag & RMQ_SYSFLAG_STOREHOST_V6) + (body_len > 0 ? body_len : 0) +
+                (v2 ? 2 : 1) + topic_len + 2 + (properties_len > 0 ? properties_len : 0);
   return len > INT32_MAX ? -1 : (int32_t)len;
 }
 
@@ -191,8 +193,8 @@ static const uint8_t *get_header(const uint8_t *buf, int32_t size, rmq_message *
   m->born_timestamp = rmq_get64(buf + RMQ_POS_BORN_TIMESTAMP);
   bool born_v6 = m->sys_flag & RMQ_SYSFLAG_BORNHOST_V6;
   bool store_v6 = m->sys_flag & RMQ_SYSFLAG_STOREHOST_V6;
-  /* The fixed part plus BODYLENGTH must fit: 92 bytes with IPv4 hosts, 116 with IPv6. */
-  if (72 + host_len(born_v6) + host_len(store_v6) + 4 > size) return NULL;
+  /* The fixed part plus BODYLENGTH must fit: 88 bytes with IPv4 hosts, 112 with IPv6. */
+  if (72 + host_len(born_v6) + host_len(store_v6) > size) return NULL;
   const uint8_t *p = get_host(buf + RMQ_POS_BORN_HOST, born_v6, &m->born_host);
   m->store_timestamp = rmq_get64(p);
   p = get_host(p + 8, store_v6, &m->store_host);

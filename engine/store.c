@@ -175,10 +175,12 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
   return rc;
 }
 
+/* A read-only store is only scanned for its end: nothing is dispatched or cut on disk. */
 static int recover(rmq_store *s, rmq_err *err) {
   int64_t end;
   (void)err;
-  return rmq_commitlog_recover(&s->commitlog, s->last_exit_ok, &s->checkpoint, NULL, NULL, &end,
+  bool scan_only = s->cfg.readonly || s->last_exit_ok;
+  return rmq_commitlog_recover(&s->commitlog, scan_only, &s->checkpoint, NULL, NULL, &end,
                                s->recovery_report, sizeof s->recovery_report);
 }
 
@@ -216,9 +218,9 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   s->last_exit_ok = !abort_exists(s);
   if (rc == RMQ_OK) rc = open_commitlog(s, err);
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
+  if (rc == RMQ_OK) rc = recover(s, err);
   if (rc != RMQ_OK || !writable) return rc;
-  rc = recover(s, err);
-  if (rc == RMQ_OK) rc = start_services(s, err);
+  rc = start_services(s, err);
   if (rc == RMQ_OK) rc = create_abort(s, err);
   return rc;
 }

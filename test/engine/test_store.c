@@ -1,0 +1,181 @@
+/*
+** test_store.c: the store's lock, abort file, recovery of a damaged tail,
+** and its answers to failing and slow I/O (injected through io.h).
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "io.h"
+#include "testutil.h"
+
+#define SEG 65536
+
+static bool exists(const char *dir, const char *name) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+static void test_lock_and_abort(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  CHECK(exists(dir, "abort"));
+  CHECK(exists(dir, "checkpoint"));
+  /* Another process is refused while we hold the lock. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    rmq_store *s2;
+    rmq_err e2 = {0};
+    int rc = rmq_store_open(dir, &cfg, &s2, &e2);
+    char want[200];
+    snprintf(want, sizeof want, "store %s is locked by another process", dir);
+    _exit(rc == RMQ_ELOCKED && strcmp(e2.msg, want) == 0 ? 0 : 1);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  /* A read-only open takes no lock and is allowed. */
+  pid = fork();
+  if (pid == 0) {
+    rmq_config ro = cfg;
+    ro.readonly = true;
+    rmq_store *s2;
+    rmq_err e2 = {0};
+    int rc = rmq_store_open(dir, &ro, &s2, &e2);
+    if (rc == RMQ_OK) rmq_store_close(s2);
+    _exit(rc == RMQ_OK ? 0 : 1);
+  }
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  rmq_store_close(s);
+  CHECK(!exists(dir, "abort"));
+  char lock[256];
+  snprintf(lock, sizeof lock, "%s/lock", dir);
+  int fd = open(lock, O_RDONLY);
+  char b[5] = {0};
+  CHECK_EQ_INT(read(fd, b, 4), 4);
+  CHECK_EQ_STR(b, "lock");
+  close(fd);
+}
+
+/* Tear the last record and scribble garbage after it: recovery cuts at the last good record. */
+static void test_damaged_tail(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  tu_msg t;
+  rmq_put_result r[5];
+  for (int i = 0; i < 5; i++) {
+    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Tail", 0, "0123456789", 10, ""), 1, &r[i], &err),
+                 RMQ_OK);
+  }
+  rmq_store_close(s);
+  char seg[256], abort_path[256];
+  snprintf(seg, sizeof seg, "%s/commitlog/00000000000000000000", dir);
+  snprintf(abort_path, sizeof abort_path, "%s/abort", dir);
+  int fd = open(seg, O_RDWR);
+  CHECK(pwrite(fd, "XX", 2, r[4].physical_offset + 90) == 2); /* inside the last body */
+  CHECK(pwrite(fd, "garbage", 7, r[4].physical_offset + r[4].size + 100) == 7);
+  close(fd);
+  close(open(abort_path, O_CREAT | O_WRONLY, 0644)); /* as after a crash */
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), r[4].physical_offset);
+  const char *rep = rmq_store_recovery_report(s);
+  CHECK(strstr(rep, "abnormal recovery") != NULL);
+  CHECK(strstr(rep, "damaged record was cut off (BAD_CRC)") != NULL);
+  char off[32];
+  snprintf(off, sizeof off, "offset %lld", (long long)r[4].physical_offset);
+  CHECK(strstr(rep, off) != NULL);
+  /* The next put goes where the damaged record was. */
+  rmq_put_result n;
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Tail", 0, "new", 3, ""), 1, &n, &err), RMQ_OK);
+  CHECK_EQ_INT(n.physical_offset, r[4].physical_offset);
+  CHECK_EQ_INT(n.queue_offset, 4);
+  rmq_store_close(s);
+}
+
+/* A failed fsync fails the waiting put, then every put, until the store is reopened. */
+static void test_fsync_failure(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  cfg.flush_sync = true;
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  tu_msg t;
+  rmq_put_result r;
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "ok", 2, ""), 1, &r, &err), RMQ_OK);
+  rmq_io_fault(RMQ_IO_MSYNC, 1, EIO, -1);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "lost?", 5, ""), 1, &r, &err), RMQ_EIO);
+  CHECK(strstr(err.msg, "flush to disk failed") && strstr(err.msg, "Input/output error"));
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "next", 4, ""), 1, &r, &err),
+               RMQ_EPOISONED);
+  CHECK(strstr(err.msg, "reopened") != NULL);
+  rmq_store_close(s);
+  CHECK(exists(dir, "abort")); /* not a clean shutdown */
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  CHECK(strstr(rmq_store_recovery_report(s), "abnormal") != NULL);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "again", 5, ""), 1, &r, &err), RMQ_OK);
+  rmq_store_close(s);
+}
+
+/* A flush slower than sync_flush_timeout_ms is an error, never a success. */
+static void test_flush_timeout(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  cfg.flush_sync = true;
+  cfg.sync_flush_timeout_ms = 200;
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  tu_msg t;
+  rmq_put_result r;
+  rmq_io_stall(RMQ_IO_MSYNC, 1, 1000);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "S", 0, "slow", 4, ""), 1, &r, &err), RMQ_ETIMEOUT);
+  CHECK(strstr(err.msg, "sync_flush_timeout_ms") != NULL);
+  usleep(1000 * 1000); /* the stalled flush ends; the next put is served at once */
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "S", 0, "fast", 4, ""), 1, &r, &err), RMQ_OK);
+  CHECK(rmq_commitlog_flushed_offset(rmq_store_commitlog(s)) >= r.physical_offset + r.size);
+  rmq_store_close(s);
+}
+
+/* A segment that cannot be created fails the put with the path; nothing is half-written. */
+static void test_open_failure(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  tu_msg t;
+  rmq_put_result r;
+  rmq_io_fault(RMQ_IO_FTRUNCATE, 1, ENOSPC, -1);
+  CHECK(rmq_store_put(s, tu_message(&t, "N", 0, "x", 1, ""), 1, &r, &err) != RMQ_OK);
+  CHECK(strstr(err.msg, "No space left on device") != NULL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "N", 0, "x", 1, ""), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(r.queue_offset, 0);
+  rmq_store_close(s);
+}
+
+int main(void) {
+  void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail, test_fsync_failure,
+                                   test_flush_timeout, test_open_failure};
+  for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+    char dir[64];
+    tu_tmpdir(dir, sizeof dir);
+    tests[i](dir);
+    tu_rmrf(dir);
+  }
+  return check_report();
+}
