@@ -6,6 +6,10 @@
 ** writer that asked for it waits on the same condition variable. A request
 ** is identified by its path, so asking twice for the same file (the writer's
 ** "next" becomes the following call's "this") never creates it twice.
+**
+** Between requests the same thread pre-faults the writer's segment a window
+** ahead of its write position (an addition to RocketMQ, whose only remedy is
+** warming whole files): page faults then happen off the append path.
 */
 #include "allocate.h"
 
@@ -26,6 +30,10 @@ typedef struct allocate_request {
   struct allocate_request *next;
 } allocate_request;
 
+/* How far ahead of the writer pages are pre-faulted, and in what steps. */
+#define PREFAULT_AHEAD (64 << 20)
+#define PREFAULT_STEP (4 << 20)
+
 struct rmq_allocate_service {
   rmq_service_thread thread;
   bool warm;
@@ -33,6 +41,8 @@ struct rmq_allocate_service {
   pthread_mutex_t mu;
   pthread_cond_t done_cond;
   allocate_request *head;
+  rmq_mapped_file *current;  /* the writer's segment (held), pre-faulted ahead of it */
+  int32_t prefaulted;        /* bytes of current already pre-faulted; service thread only */
 };
 
 static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
@@ -99,19 +109,66 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
   pthread_mutex_unlock(&svc->mu);
 }
 
+/*
+** Fault in the next step of pages ahead of the writer, so that its appends
+** do not stop for the kernel to allocate and zero pages. MADV_POPULATE_WRITE
+** maps pages writable without touching their bytes, so it is safe while the
+** writer copies into the same segment. False when there is nothing to do
+** (or the kernel lacks the call: then appends fault as usual).
+*/
+static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
+  if (mf->write_buffer || svc->prefaulted >= mf->file_size) return false;
+  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD;
+  if (target > mf->file_size) target = mf->file_size;
+  if (svc->prefaulted >= target) return false;
+  int32_t len = (int32_t)(target - svc->prefaulted);
+  if (len > PREFAULT_STEP) len = PREFAULT_STEP;
+  if (madvise(mf->mapped + svc->prefaulted, (size_t)len, MADV_POPULATE_WRITE) != 0) {
+    svc->prefaulted = mf->file_size;
+    return false;
+  }
+  svc->prefaulted += len;
+  return true;
+}
+
+/* Take the writer's new segment (if it changed) for pre-faulting; with mu held. */
+static rmq_mapped_file *take_current(rmq_allocate_service *svc, rmq_mapped_file **seen) {
+  if (svc->current != *seen) {
+    *seen = svc->current;
+    svc->prefaulted = 0;
+  }
+  return svc->current && rmq_mapped_file_hold(svc->current) ? svc->current : NULL;
+}
+
 static void allocate_run(rmq_service_thread *st) {
   rmq_allocate_service *svc = st->arg;
+  rmq_mapped_file *seen = NULL;
   while (!rmq_service_thread_stopped(st)) {
     pthread_mutex_lock(&svc->mu);
     allocate_request *r = pending_request(svc);
+    rmq_mapped_file *cur = r ? NULL : take_current(svc, &seen);
     pthread_mutex_unlock(&svc->mu);
     /* Only this thread serves requests, and only the writer removes served ones. */
     if (r) {
       create_file(svc, r);
-    } else {
-      rmq_service_thread_wait(st, 1000);
+      continue;
     }
+    bool worked = cur && prefault_step(svc, cur);
+    bool done = !cur || svc->prefaulted >= cur->file_size;
+    if (cur) rmq_mapped_file_release(cur);
+    /* While the writer's segment is not fully pre-faulted, look again soon. */
+    if (!worked) rmq_service_thread_wait(st, done ? 1000 : 10);
   }
+}
+
+void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
+  if (!rmq_mapped_file_hold(mf)) return;
+  pthread_mutex_lock(&svc->mu);
+  rmq_mapped_file *old = svc->current;
+  svc->current = mf;
+  pthread_mutex_unlock(&svc->mu);
+  if (old) rmq_mapped_file_release(old);
+  rmq_service_thread_wakeup(&svc->thread);
 }
 
 rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool) {
@@ -132,6 +189,7 @@ int rmq_allocate_service_start(rmq_allocate_service *svc, rmq_err *err) {
 void rmq_allocate_service_free(rmq_allocate_service *svc) {
   if (!svc) return;
   rmq_service_thread_shutdown(&svc->thread);
+  if (svc->current) rmq_mapped_file_release(svc->current);
   while (svc->head) {
     allocate_request *r = svc->head;
     svc->head = r->next;
@@ -168,6 +226,7 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
     free_request(r);
   }
   pthread_mutex_unlock(&svc->mu);
+  if (mf) rmq_allocate_prefault(svc, mf);
   return mf;
 }
 

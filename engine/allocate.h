@@ -35,6 +35,9 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
                                           int64_t from, const char *next_path,
                                           int64_t next_from, int32_t size, rmq_err *err);
 
+/* Pre-fault pages of mf (the writer's segment) ahead of its write position. */
+void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
+
 rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err);
 void rmq_transient_store_pool_free(rmq_transient_store_pool *pool);
 /* A buffer, or NULL when all are lent. */

@@ -222,34 +222,54 @@ static int rewrite_delayed(rmq_commitlog *cl, rmq_message *m, char **props, rmq_
 
 /* ------------------------------------------------------------------ put */
 
+/* Small batches (every single put) live on the stack: no allocation per put. */
+#define PUT_BATCH_INLINE 8
+
 typedef struct put_batch {
   rmq_message *msgs;   /* working copies, store fields filled in */
   int32_t *lengths;
   char **props;        /* rebuilt properties of delayed messages */
   int n;
   int64_t total;
+  rmq_message inline_msgs[PUT_BATCH_INLINE];
+  int32_t inline_lengths[PUT_BATCH_INLINE];
+  char *inline_props[PUT_BATCH_INLINE];
 } put_batch;
 
 static void batch_free(put_batch *b) {
   for (int i = 0; b->props && i < b->n; i++) free(b->props[i]);
-  free(b->props);
-  free(b->lengths);
-  free(b->msgs);
+  if (b->msgs != b->inline_msgs) {
+    free(b->props);
+    free(b->lengths);
+    free(b->msgs);
+  }
+}
+
+static int batch_alloc(put_batch *b, int n, rmq_err *err) {
+  b->n = n;
+  if (n <= PUT_BATCH_INLINE) {
+    b->msgs = b->inline_msgs;
+    b->lengths = b->inline_lengths;
+    b->props = b->inline_props;
+    memset(b->props, 0, sizeof b->inline_props);
+    return RMQ_OK;
+  }
+  b->msgs = malloc((size_t)n * sizeof *b->msgs);
+  b->lengths = malloc((size_t)n * sizeof *b->lengths);
+  b->props = calloc((size_t)n, sizeof *b->props);
+  if (!b->msgs || !b->lengths || !b->props) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  return RMQ_OK;
 }
 
 /* Validate and prepare every record outside the lock. */
 static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, put_batch *b,
                          rmq_err *err) {
-  b->n = n;
-  b->total = 0;
-  b->msgs = malloc((size_t)n * sizeof *b->msgs);
-  b->lengths = malloc((size_t)n * sizeof *b->lengths);
-  b->props = calloc((size_t)n, sizeof *b->props);
-  if (!b->msgs || !b->lengths || !b->props) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int rc = batch_alloc(b, n, err);
+  if (rc != RMQ_OK) return rc;
   for (int i = 0; i < n; i++) {
     rmq_message *m = &b->msgs[i];
     *m = in[i];
-    int rc = check_message(cl, m, i, err);
+    rc = check_message(cl, m, i, err);
     if (rc == RMQ_OK) rc = rewrite_delayed(cl, m, &b->props[i], err);
     if (rc != RMQ_OK) return rc;
     m->store_host = cl->cfg.store_host;
@@ -326,7 +346,10 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put
                       rmq_err *err) {
   if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
-  put_batch b = {0};
+  put_batch b;
+  b.msgs = NULL;
+  b.props = NULL;
+  b.total = 0;
   int rc = batch_prepare(cl, msgs, n, &b, err);
   if (rc == RMQ_OK) {
     put_lock(cl);

@@ -206,6 +206,11 @@ static int start_services(rmq_store *s, rmq_err *err) {
   if (!s->flush) return err->code;
   int rc = rmq_allocate_service_start(s->allocate, err);
   if (rc == RMQ_OK) rc = rmq_flush_service_start(s->flush, err);
+  rmq_mapped_file *last = rmq_mfq_last(q);
+  if (last) {
+    rmq_allocate_prefault(s->allocate, last);
+    rmq_mapped_file_release(last);
+  }
   return rc;
 }
 
