@@ -205,7 +205,7 @@ void rmq_cq_table_free(rmq_cq_table *t);
 */
 int rmq_cq_table_load(rmq_cq_table *t, rmq_err *err);
 
-/* The queue, or NULL. */
+/* The queue, or NULL (also for a NULL or invalid topic). */
 rmq_consume_queue *rmq_cq_table_find(rmq_cq_table *t, const char *topic, int32_t queue_id);
 /* The queue, opened (and loaded) first if absent. Errors as rmq_cq_open. */
 int rmq_cq_table_find_or_create(rmq_cq_table *t, const char *topic, int32_t queue_id,
@@ -217,8 +217,8 @@ int rmq_cq_table_find_or_create(rmq_cq_table *t, const char *topic, int32_t queu
 */
 int rmq_cq_table_snapshot(rmq_cq_table *t, rmq_consume_queue ***out, int *count, rmq_err *err);
 
-/* recover every queue (DMS recoverConsumeQueue); the max max_physic_offset, or -1. */
-int64_t rmq_cq_table_recover(rmq_cq_table *t, rmq_err *err);
+/* recover every queue (DMS recoverConsumeQueue); *max_physic_offset: their max, or -1. */
+int rmq_cq_table_recover(rmq_cq_table *t, int64_t *max_physic_offset, rmq_err *err);
 /*
 ** truncate_dirty every queue (DMS truncateDirtyLogicFiles; the caller decides,
 ** as CommitLog recovery does, whether any queue reaches phy_offset).

@@ -243,3 +243,73 @@ void rmq_flush_service_free(rmq_flush_service *fs) {
   pthread_mutex_destroy(&fs->gc_mu);
   free(fs);
 }
+
+/* ------------------------------------------------- FlushConsumeQueue */
+
+#define CQ_FLUSH_INTERVAL_MS 1000
+#define CQ_FLUSH_LEAST_PAGES 2
+#define CQ_FLUSH_THOROUGH_INTERVAL_MS 60000
+
+struct rmq_cq_flush_service {
+  rmq_cq_table *cqs;
+  rmq_index_service *index;
+  rmq_checkpoint *cp;
+  rmq_service_thread thread;
+  pthread_mutex_t mu;  /* one pass at a time: the thread or rmq_cq_flush_all */
+};
+
+/* DMS doFlush: a thorough pass records the logics time taken before the queues were forced. */
+static int cq_flush_pass(rmq_cq_flush_service *fs, bool thorough, rmq_err *err) {
+  pthread_mutex_lock(&fs->mu);
+  int64_t logics = atomic_load(&fs->cp->logics_msg_timestamp);
+  int rc = rmq_cq_table_flush(fs->cqs, thorough ? 0 : CQ_FLUSH_LEAST_PAGES, err);
+  if (rc == RMQ_OK && thorough && fs->index) rc = rmq_index_service_flush(fs->index, err);
+  if (rc == RMQ_OK && thorough) {
+    atomic_store(&fs->cp->logics_msg_timestamp, logics);
+    rc = rmq_checkpoint_flush(fs->cp, err);
+  }
+  pthread_mutex_unlock(&fs->mu);
+  return rc;
+}
+
+static void cq_flush_run(rmq_service_thread *st) {
+  rmq_cq_flush_service *fs = st->arg;
+  int64_t last_thorough = rmq_monotonic_ms();
+  while (!rmq_service_thread_stopped(st)) {
+    rmq_service_thread_wait(st, CQ_FLUSH_INTERVAL_MS);
+    bool thorough = rmq_monotonic_ms() - last_thorough >= CQ_FLUSH_THOROUGH_INTERVAL_MS;
+    if (thorough) last_thorough = rmq_monotonic_ms();
+    rmq_err err = {0};
+    cq_flush_pass(fs, thorough, &err); /* a failure is retried next pass */
+  }
+}
+
+rmq_cq_flush_service *rmq_cq_flush_service_new(rmq_cq_table *cqs, rmq_index_service *index,
+                                               rmq_checkpoint *cp, rmq_err *err) {
+  rmq_cq_flush_service *fs = calloc(1, sizeof *fs);
+  if (!fs) {
+    rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    return NULL;
+  }
+  fs->cqs = cqs;
+  fs->index = index;
+  fs->cp = cp;
+  pthread_mutex_init(&fs->mu, NULL);
+  rmq_service_thread_init(&fs->thread, "FlushConsumeQueueService", cq_flush_run, fs);
+  return fs;
+}
+
+int rmq_cq_flush_service_start(rmq_cq_flush_service *fs, rmq_err *err) {
+  return rmq_service_thread_start(&fs->thread, err);
+}
+
+int rmq_cq_flush_all(rmq_cq_flush_service *fs, rmq_err *err) {
+  return cq_flush_pass(fs, true, err);
+}
+
+void rmq_cq_flush_service_free(rmq_cq_flush_service *fs) {
+  if (!fs) return;
+  rmq_service_thread_shutdown(&fs->thread);
+  pthread_mutex_destroy(&fs->mu);
+  free(fs);
+}

@@ -13,6 +13,9 @@
 **   RMQ_EIO and poisons the CommitLog.
 ** transient store pool: CommitRealTimeService copies written bytes from the
 **   write buffers into the files every 200 ms and wakes the flush service.
+** consume queues: FlushConsumeQueueService (spec §9.3) flushes every queue
+**   with 2 dirty pages each second and everything (index files too) every
+**   60 s, then writes the checkpoint with the logics time taken before.
 */
 #ifndef RMQ_FLUSH_H
 #define RMQ_FLUSH_H
@@ -22,6 +25,8 @@
 
 #include "checkpoint.h"
 #include "commitlog.h"
+#include "consume_queue.h"
+#include "index_file.h"
 
 typedef struct rmq_flush_config {
   bool sync;
@@ -44,5 +49,15 @@ void rmq_flush_service_free(rmq_flush_service *fs);
 int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err);
 /* Commit and force everything written so far; *flushed_offset receives the result. */
 int rmq_flush_all(rmq_flush_service *fs, int64_t *flushed_offset, rmq_err *err);
+
+typedef struct rmq_cq_flush_service rmq_cq_flush_service;
+
+rmq_cq_flush_service *rmq_cq_flush_service_new(rmq_cq_table *cqs, rmq_index_service *index,
+                                               rmq_checkpoint *cp, rmq_err *err);
+int rmq_cq_flush_service_start(rmq_cq_flush_service *fs, rmq_err *err);
+/* Flush every queue, index file and the checkpoint now (also the last pass at shutdown). */
+int rmq_cq_flush_all(rmq_cq_flush_service *fs, rmq_err *err);
+/* Stop the thread after a last thorough pass; free. */
+void rmq_cq_flush_service_free(rmq_cq_flush_service *fs);
 
 #endif

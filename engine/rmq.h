@@ -20,7 +20,10 @@
 #include <stdint.h>
 
 #include "commitlog.h"
+#include "consume_queue.h"
+#include "index_file.h"
 #include "message.h"
+#include "reput.h"
 #include "rmq_err.h"
 
 typedef struct rmq_config {
@@ -77,7 +80,11 @@ int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
 
 const rmq_config *rmq_store_config(rmq_store *s);
 const char *rmq_store_dir(rmq_store *s);
+/* The store's parts, for readers (NULL reput in a read-only store). */
 rmq_commitlog *rmq_store_commitlog(rmq_store *s);
+rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
+rmq_index_service *rmq_store_index(rmq_store *s);
+rmq_reput_service *rmq_store_reput(rmq_store *s);
 /* One sentence on how the last open recovered the store (and what it cut). */
 const char *rmq_store_recovery_report(rmq_store *s);
 

@@ -2,11 +2,15 @@
 ** store.c: DefaultMessageStore: open, recover, run and close a store
 ** (see rmq.h).
 **
-** Open: take the lock (writable stores), note whether `abort` exists (the
-** last exit was not clean), load the CommitLog segments and the checkpoint,
-** recover, then start the allocation and flush services and create `abort`.
-** Close undoes it in reverse order; `abort` is removed only when the final
-** flush succeeded, so a store whose last flush failed recovers abnormally.
+** Open (spec §8.1): take the lock (writable stores), note whether `abort`
+** exists (the last exit was not clean), load the CommitLog segments, the
+** checkpoint, the consume queues and the index files, recover (consume
+** queues first, then the CommitLog, dispatching every record it scans when
+** the exit was abnormal, then cut consume-queue entries past the recovered
+** end and rebuild the topic-queue table), start the services, let the
+** dispatcher catch up, and create `abort`. Close undoes it in reverse
+** order; `abort` is removed only when everything was dispatched and flushed,
+** so a store whose last flush failed recovers abnormally.
 */
 #include "rmq.h"
 
@@ -20,9 +24,15 @@
 
 #include "allocate.h"
 #include "checkpoint.h"
+#include "consume_queue.h"
 #include "flush.h"
+#include "index_file.h"
 #include "io.h"
+#include "reput.h"
 #include "service_thread.h"
+
+/* How long open waits for the dispatcher to catch up with the recovered log. */
+#define CATCH_UP_TIMEOUT_MS 600000
 
 struct rmq_store {
   char *dir;
@@ -31,10 +41,14 @@ struct rmq_store {
   bool last_exit_ok;
   rmq_checkpoint checkpoint;
   rmq_commitlog commitlog;
+  rmq_cq_table *cqs;
+  rmq_index_service index;
   rmq_transient_store_pool *pool;
   rmq_allocate_service *allocate;
   rmq_flush_service *flush;
-  char recovery_report[512];
+  rmq_reput_service *reput;
+  rmq_cq_flush_service *cq_flush;
+  char recovery_report[768];
 };
 
 /* ---------------------------------------------------------------- config */
@@ -175,13 +189,93 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
   return rc;
 }
 
-/* A read-only store is only scanned for its end: nothing is dispatched or cut on disk. */
+static int open_queues(rmq_store *s, rmq_err *err) {
+  bool writable = !s->cfg.readonly;
+  int rc = rmq_cq_table_new(s->dir, s->cfg.consumequeue_entries, writable, &s->cqs, err);
+  if (rc == RMQ_OK) rc = rmq_cq_table_load(s->cqs, err);
+  if (rc == RMQ_OK) {
+    rc = rmq_index_service_init(&s->index, s->dir, s->cfg.index_slots, s->cfg.index_entries,
+                                writable, &s->checkpoint, err);
+  }
+  if (rc == RMQ_OK) rc = rmq_index_service_load(&s->index, s->last_exit_ok, err);
+  if (rc == RMQ_OK) s->reput = rmq_reput_new(&s->commitlog, s->cqs, &s->index, &s->checkpoint, err);
+  return rc == RMQ_OK && !s->reput ? err->code : rc;
+}
+
+/* The largest CommitLog end any consume queue points at, or -1. */
+static int64_t cq_max_physic(rmq_store *s) {
+  rmq_consume_queue **all;
+  int n;
+  int64_t max = -1;
+  rmq_err err = {0};
+  if (rmq_cq_table_snapshot(s->cqs, &all, &n, &err) != RMQ_OK) return max;
+  for (int i = 0; i < n; i++) {
+    int64_t m = rmq_cq_max_physic_offset(all[i]);
+    if (m > max) max = m;
+  }
+  free(all);
+  return max;
+}
+
+/* recoverTopicQueueTable (spec §8.6): queue offsets go on from each queue's end. */
+static int recover_topic_queue_table(rmq_store *s, rmq_err *err) {
+  rmq_consume_queue **all;
+  int n;
+  int rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  int64_t min = rmq_commitlog_min_offset(&s->commitlog);
+  for (int i = 0; i < n; i++) {
+    rmq_commitlog_set_queue_offset(&s->commitlog, all[i]->topic, strlen(all[i]->topic),
+                                   all[i]->queue_id, rmq_cq_max_offset(all[i]));
+    rmq_cq_correct_min_offset(all[i], min);
+  }
+  free(all);
+  return RMQ_OK;
+}
+
+typedef struct recovery_dispatch {
+  rmq_reput_service *reput;
+  rmq_err err;
+} recovery_dispatch;
+
+static void dispatch_scanned(void *ctx, const rmq_message *m) {
+  recovery_dispatch *d = ctx;
+  if (d->err.code == RMQ_OK) rmq_reput_dispatch(d->reput, m, &d->err);
+}
+
+/*
+** Consume queues first, then the CommitLog (spec §8.1 steps 6-8). A
+** read-only store is only scanned for its end: nothing is dispatched or cut
+** on disk.
+*/
 static int recover(rmq_store *s, rmq_err *err) {
-  int64_t end;
-  (void)err;
+  int64_t max_cq, end;
+  int rc = rmq_cq_table_recover(s->cqs, &max_cq, err);
+  if (rc != RMQ_OK) return rc;
   bool scan_only = s->cfg.readonly || s->last_exit_ok;
-  return rmq_commitlog_recover(&s->commitlog, scan_only, &s->checkpoint, NULL, NULL, &end,
-                               s->recovery_report, sizeof s->recovery_report);
+  recovery_dispatch d = {.reput = s->reput};
+  rmq_commitlog_recover(&s->commitlog, scan_only, &s->checkpoint,
+                        scan_only ? NULL : dispatch_scanned, &d, &end, s->recovery_report,
+                        sizeof s->recovery_report);
+  if (d.err.code != RMQ_OK) return rmq_err_set(err, d.err.code, "%s", d.err.msg);
+  if (max_cq >= end) {
+    rc = rmq_cq_table_truncate_dirty(s->cqs, end, err);
+    size_t len = strlen(s->recovery_report);
+    snprintf(s->recovery_report + len, sizeof s->recovery_report - len,
+             "; consume-queue entries at or past %lld cut", (long long)end);
+  }
+  return rc == RMQ_OK ? recover_topic_queue_table(s, err) : rc;
+}
+
+/* Dispatch what the consume queues lack (spec §8.1 step 10) and wait for it. */
+static int catch_up(rmq_store *s, rmq_err *err) {
+  int64_t from = cq_max_physic(s), min = rmq_commitlog_min_offset(&s->commitlog);
+  int rc = rmq_reput_start(s->reput, from > min ? from : min, err);
+  if (rc == RMQ_OK) {
+    rc = rmq_reput_wait_for(s->reput, rmq_commitlog_max_offset(&s->commitlog),
+                            CATCH_UP_TIMEOUT_MS, err);
+  }
+  return rc == RMQ_OK ? recover_topic_queue_table(s, err) : rc;
 }
 
 static int start_services(rmq_store *s, rmq_err *err) {
@@ -204,8 +298,12 @@ static int start_services(rmq_store *s, rmq_err *err) {
   };
   s->flush = rmq_flush_service_new(&s->commitlog, &s->checkpoint, &fc, err);
   if (!s->flush) return err->code;
+  s->cq_flush = rmq_cq_flush_service_new(s->cqs, &s->index, &s->checkpoint, err);
+  if (!s->cq_flush) return err->code;
   int rc = rmq_allocate_service_start(s->allocate, err);
+  if (rc == RMQ_OK) rc = catch_up(s, err);
   if (rc == RMQ_OK) rc = rmq_flush_service_start(s->flush, err);
+  if (rc == RMQ_OK) rc = rmq_cq_flush_service_start(s->cq_flush, err);
   rmq_mapped_file *last = rmq_mfq_last(q);
   if (last) {
     rmq_allocate_prefault(s->allocate, last);
@@ -223,6 +321,7 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   s->last_exit_ok = !abort_exists(s);
   if (rc == RMQ_OK) rc = open_commitlog(s, err);
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
+  if (rc == RMQ_OK) rc = open_queues(s, err);
   if (rc == RMQ_OK) rc = recover(s, err);
   if (rc != RMQ_OK || !writable) return rc;
   rc = start_services(s, err);
@@ -251,17 +350,27 @@ int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_
   return RMQ_OK;
 }
 
+/*
+** The CommitLog's last commit and flush come first (readers see only
+** committed bytes), then the dispatcher's last pass, then the queues, the
+** index and the checkpoint.
+*/
 void rmq_store_close(rmq_store *s) {
   if (!s) return;
-  bool clean = s->flush != NULL;
+  bool started = s->flush != NULL;
   rmq_flush_service_free(s->flush);
+  rmq_reput_free(s->reput);
+  rmq_cq_flush_service_free(s->cq_flush);
   rmq_allocate_service_free(s->allocate);
   s->commitlog.mfq.allocate = NULL;
   rmq_err err = {0};
-  if (clean && !atomic_load(&s->commitlog.poisoned) &&
-      rmq_checkpoint_flush(&s->checkpoint, &err) == RMQ_OK) {
-    remove_abort(s);
-  }
+  bool clean = started && !atomic_load(&s->commitlog.poisoned) &&
+               rmq_cq_table_flush(s->cqs, 0, &err) == RMQ_OK &&
+               rmq_index_service_flush(&s->index, &err) == RMQ_OK &&
+               rmq_checkpoint_flush(&s->checkpoint, &err) == RMQ_OK;
+  if (clean) remove_abort(s);
+  rmq_index_service_destroy(&s->index);
+  rmq_cq_table_free(s->cqs);
   rmq_checkpoint_close(&s->checkpoint);
   rmq_commitlog_destroy(&s->commitlog);
   rmq_transient_store_pool_free(s->pool);
@@ -276,6 +385,7 @@ int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *
                   rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   int rc = rmq_commitlog_put(&s->commitlog, msgs, n, results, err);
+  if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
   if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
   int64_t next = results[n - 1].physical_offset + results[n - 1].size;
   return rmq_flush_wait(s->flush, next, err);
@@ -287,11 +397,15 @@ int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
     return RMQ_OK;
   }
   int rc = rmq_flush_all(s->flush, flushed_offset, err);
-  if (rc == RMQ_OK) rc = rmq_checkpoint_flush(&s->checkpoint, err);
+  if (rc == RMQ_OK) rc = rmq_reput_wait_for(s->reput, *flushed_offset, CATCH_UP_TIMEOUT_MS, err);
+  if (rc == RMQ_OK) rc = rmq_cq_flush_all(s->cq_flush, err);
   return rc;
 }
 
 const rmq_config *rmq_store_config(rmq_store *s) { return &s->cfg; }
 const char *rmq_store_dir(rmq_store *s) { return s->dir; }
 rmq_commitlog *rmq_store_commitlog(rmq_store *s) { return &s->commitlog; }
+rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
+rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
+rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->reput; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }

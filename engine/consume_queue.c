@@ -1,0 +1,731 @@
+/*
+** consume_queue.c: ConsumeQueue and the consume-queue table (see
+** consume_queue.h). Line references are to RocketMQ 4.9.7's
+** ConsumeQueue.java (CQ), MappedFileQueue.java (MFQ) and
+** DefaultMessageStore.java (DMS), as cited by the spec.
+*/
+#include "consume_queue.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "message.h"
+
+#define UNIT RMQ_CQ_UNIT_SIZE
+
+/* ---------------------------------------------------------------- entries */
+
+static void entry_read(const uint8_t *p, rmq_cq_entry *e) {
+  e->phy_offset = rmq_get64(p);
+  e->size = rmq_get32(p + 8);
+  e->tags_code = rmq_get64(p + 12);
+}
+
+static void entry_write(uint8_t *p, int64_t phy_offset, int32_t size, int64_t tags_code) {
+  rmq_put64(p, phy_offset);
+  rmq_put32(p + 8, size);
+  rmq_put64(p + 12, tags_code);
+}
+
+/* The end-of-data test of recover and truncation (CQ 112-122, 312-322). */
+static bool entry_valid(const rmq_cq_entry *e) { return e->phy_offset >= 0 && e->size > 0; }
+
+static bool entry_pre_blank(const rmq_cq_entry *e) {
+  return e->phy_offset == 0 && e->size == RMQ_CQ_PRE_BLANK_SIZE && e->tags_code == 0;
+}
+
+/* ------------------------------------------------------------ open, close */
+
+/* mkdir -p: the queue directory appears with the first segment (MF ensureDirOK). */
+static int make_dirs(const char *dir, rmq_err *err) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+      return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", path, strerror(errno));
+    }
+    if (saved == '\0') return RMQ_OK;
+    *p = saved;
+  }
+}
+
+int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t entries_per_file,
+                bool writable, rmq_consume_queue **out, rmq_err *err) {
+  *out = NULL;
+  /* The topic becomes a path component: check it before any path exists. */
+  size_t topic_len = topic ? strlen(topic) : 0;
+  if (topic == NULL || !rmq_topic_valid(topic, topic_len)) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "invalid topic \"%.*s\": a topic is 1 to %d characters of "
+                       "[A-Za-z0-9_%%|-]",
+                       (int)(topic_len > 160 ? 160 : topic_len), topic ? topic : "",
+                       RMQ_MAX_TOPIC_LEN);
+  }
+  if (queue_id < 0) {
+    return rmq_err_set(err, RMQ_EINVAL, "invalid queue id %d for topic %s: must be >= 0",
+                       (int)queue_id, topic);
+  }
+  if (entries_per_file <= 0 || entries_per_file > INT32_MAX / UNIT) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "consumequeue_entries is %d: it must be between 1 and %d",
+                       (int)entries_per_file, INT32_MAX / UNIT);
+  }
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s/consumequeue/%s/%d", root, topic, (int)queue_id) >=
+      (int)sizeof dir) {
+    return rmq_err_set(err, RMQ_EINVAL, "store path %s is too long", root);
+  }
+  rmq_consume_queue *cq = calloc(1, sizeof *cq);
+  if (cq == NULL || (cq->topic = strdup(topic)) == NULL) {
+    free(cq);
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory opening consume queue %s", dir);
+  }
+  cq->queue_id = queue_id;
+  cq->file_size = entries_per_file * UNIT;
+  cq->writable = writable;
+  atomic_init(&cq->max_physic_offset, -1);
+  atomic_init(&cq->min_logic_offset, 0);
+  atomic_init(&cq->logic_gaps, 0);
+  int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
+  if (rc == RMQ_OK) rc = rmq_mfq_load(&cq->mfq, false, err);
+  if (rc != RMQ_OK) {
+    rmq_cq_close(cq);
+    return rc;
+  }
+  *out = cq;
+  return RMQ_OK;
+}
+
+void rmq_cq_close(rmq_consume_queue *cq) {
+  if (cq == NULL) return;
+  rmq_mfq_destroy(&cq->mfq);
+  free(cq->topic);
+  free(cq);
+}
+
+/* ------------------------------------------------------------------- put */
+
+/* fillPreBlank (CQ 532-542): filler entries from position 0 up to `until`. */
+static void fill_pre_blank(rmq_mapped_file *mf, int32_t until) {
+  uint8_t blank[UNIT];
+  entry_write(blank, 0, RMQ_CQ_PRE_BLANK_SIZE, 0);
+  for (int32_t i = 0; i < until; i += UNIT) rmq_mapped_file_append(mf, blank, UNIT);
+}
+
+int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t tags_code,
+               int64_t store_timestamp, int64_t cq_offset, rmq_checkpoint *checkpoint,
+               rmq_err *err) {
+  if (!cq->writable) {
+    return rmq_err_set(err, RMQ_EINVAL, "consume queue %s is read-only", cq->mfq.dir);
+  }
+  if (cq_offset < 0 || cq_offset > INT64_MAX / UNIT || phy_offset < 0 || size <= 0 ||
+      phy_offset > INT64_MAX - size) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "bad entry for %s: queue offset %lld, commitlog offset %lld, size %d",
+                       cq->mfq.dir, (long long)cq_offset, (long long)phy_offset, (int)size);
+  }
+  /* Duplicate guard (CQ 481-484): a re-dispatched record is already here. */
+  if (phy_offset + size <= atomic_load(&cq->max_physic_offset)) return RMQ_OK;
+
+  int64_t expect = cq_offset * UNIT;
+  int rc;
+  if (rmq_mfq_count(&cq->mfq) == 0 && (rc = make_dirs(cq->mfq.dir, err)) != RMQ_OK) return rc;
+  rmq_mapped_file *mf = rmq_mfq_last_or_create(&cq->mfq, expect, err);
+  if (mf == NULL) return err->code;
+
+  /* A queue whose first entry is not offset 0 (CQ 497-504). */
+  if (mf->first_in_queue && cq_offset != 0 && rmq_mapped_file_wrote(mf) == 0) {
+    atomic_store(&cq->min_logic_offset, expect);
+    atomic_store(&cq->mfq.flushed_where, expect);
+    atomic_store(&cq->mfq.committed_where, expect);
+    fill_pre_blank(mf, (int32_t)(expect % cq->file_size));
+  }
+  if (cq_offset != 0) {
+    int64_t current = mf->file_from_offset + rmq_mapped_file_wrote(mf);
+    if (expect < current) return RMQ_OK; /* already written */
+    /* RocketMQ logs a gap and still appends at the tail (CQ 506-525). */
+    if (expect > current) atomic_fetch_add(&cq->logic_gaps, 1);
+  }
+  uint8_t unit[UNIT];
+  entry_write(unit, phy_offset, size, tags_code);
+  if (!rmq_mapped_file_append(mf, unit, UNIT)) {
+    return rmq_err_set(err, RMQ_ECORRUPT, "no room for an entry at position %d of %s",
+                       (int)rmq_mapped_file_wrote(mf), mf->path);
+  }
+  atomic_store(&cq->max_physic_offset, phy_offset + size);
+  if (checkpoint) atomic_store(&checkpoint->logics_msg_timestamp, store_timestamp);
+  return RMQ_OK;
+}
+
+/* --------------------------------------------------- recovery, truncation */
+
+/*
+** Drop the segments that start at or after `from`, last first. They are
+** deleted from disk only when the queue is writable: a read-only store never
+** changes the broker's files (rmq_mfq_truncate_dirty would unlink them).
+*/
+static void drop_files_from(rmq_consume_queue *cq, int64_t from) {
+  rmq_mapped_file_queue *q = &cq->mfq;
+  pthread_rwlock_wrlock(&q->lock);
+  while (q->count > 0 && q->files[q->count - 1]->file_from_offset >= from) {
+    rmq_mapped_file_shutdown(q->files[--q->count], cq->writable);
+  }
+  pthread_rwlock_unlock(&q->lock);
+}
+
+static void set_flushed_where(rmq_consume_queue *cq, int64_t where) {
+  atomic_store(&cq->mfq.flushed_where, where);
+  atomic_store(&cq->mfq.committed_where, where);
+}
+
+/* Entries of mf that are valid from position 0; sets max_physic_offset. */
+static int32_t scan_valid(rmq_consume_queue *cq, rmq_mapped_file *mf) {
+  int32_t pos = 0;
+  for (; pos + UNIT <= cq->file_size; pos += UNIT) {
+    rmq_cq_entry e;
+    entry_read(mf->mapped + pos, &e);
+    if (!entry_valid(&e)) break;
+    if (!entry_pre_blank(&e)) atomic_store(&cq->max_physic_offset, e.phy_offset + e.size);
+  }
+  return pos;
+}
+
+void rmq_cq_recover(rmq_consume_queue *cq) {
+  int n = rmq_mfq_count(&cq->mfq);
+  if (n == 0) return;
+  int i = n - 3 < 0 ? 0 : n - 3;
+  rmq_mapped_file *mf = rmq_mfq_get(&cq->mfq, i);
+  if (mf == NULL) return;
+  int32_t pos = scan_valid(cq, mf);
+  /* A completely valid segment moves the scan on to the next one (CQ 92-157). */
+  while (pos == cq->file_size && i + 1 < n) {
+    rmq_mapped_file *next = rmq_mfq_get(&cq->mfq, i + 1);
+    if (next == NULL) break;
+    rmq_mapped_file_release(mf);
+    mf = next;
+    i++;
+    pos = scan_valid(cq, mf);
+  }
+  int64_t end = mf->file_from_offset + pos;
+  rmq_mapped_file_set_positions(mf, pos);
+  drop_files_from(cq, mf->file_from_offset + 1);
+  rmq_mapped_file_release(mf);
+  set_flushed_where(cq, end);
+}
+
+/*
+** The kept length of the last segment when cutting at phy_offset, or -1 when
+** the whole segment goes (its first entry is at or past phy_offset).
+*/
+static int32_t truncate_scan(rmq_consume_queue *cq, rmq_mapped_file *mf, int64_t phy_offset) {
+  int32_t kept = 0;
+  for (int32_t pos = 0; pos + UNIT <= cq->file_size; pos += UNIT) {
+    rmq_cq_entry e;
+    entry_read(mf->mapped + pos, &e);
+    if (pos == 0 && e.phy_offset >= phy_offset) return -1;
+    if (!entry_valid(&e) || e.phy_offset >= phy_offset) break;
+    kept = pos + UNIT;
+    atomic_store(&cq->max_physic_offset, e.phy_offset + e.size);
+  }
+  return kept;
+}
+
+void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset) {
+  atomic_store(&cq->max_physic_offset, phy_offset);
+  rmq_mapped_file *mf;
+  /* From the last segment backwards (CQ 228-296). */
+  while ((mf = rmq_mfq_last(&cq->mfq)) != NULL) {
+    int32_t kept = truncate_scan(cq, mf, phy_offset);
+    int64_t from = mf->file_from_offset;
+    if (kept >= 0) rmq_mapped_file_set_positions(mf, kept);
+    rmq_mapped_file_release(mf);
+    if (kept >= 0) {
+      int64_t end = from + kept;
+      if (atomic_load(&cq->mfq.flushed_where) > end) set_flushed_where(cq, end);
+      return;
+    }
+    drop_files_from(cq, from);
+  }
+  set_flushed_where(cq, 0);
+}
+
+void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset) {
+  rmq_mapped_file *mf = rmq_mfq_first(&cq->mfq);
+  if (mf == NULL) return;
+  int32_t readable = rmq_mapped_file_read_position(mf);
+  for (int32_t pos = 0; pos + UNIT <= readable; pos += UNIT) {
+    rmq_cq_entry e;
+    entry_read(mf->mapped + pos, &e);
+    /* A filler entry is never a message to start from (spec §16). */
+    if (e.phy_offset >= phy_min_offset && !entry_pre_blank(&e)) {
+      atomic_store(&cq->min_logic_offset, mf->file_from_offset + pos);
+      break;
+    }
+  }
+  rmq_mapped_file_release(mf);
+}
+
+/* ------------------------------------------------------------- reading */
+
+int64_t rmq_cq_min_offset(rmq_consume_queue *cq) {
+  return atomic_load(&cq->min_logic_offset) / UNIT;
+}
+
+int64_t rmq_cq_max_offset(rmq_consume_queue *cq) {
+  return rmq_mfq_max_offset(&cq->mfq) / UNIT;
+}
+
+int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq) {
+  return atomic_load(&cq->max_physic_offset);
+}
+
+/*
+** Read the entry at queue offset n from its held segment: true when it is
+** below the read position. *mf is the segment to use (found when NULL or
+** when it does not cover n; the caller releases it).
+*/
+static bool read_at(rmq_consume_queue *cq, rmq_mapped_file **mf, int64_t n, rmq_cq_entry *out) {
+  if (n < 0 || n > INT64_MAX / UNIT) return false;
+  int64_t pos = n * UNIT;
+  if (*mf && (pos < (*mf)->file_from_offset || pos >= (*mf)->file_from_offset + cq->file_size)) {
+    rmq_mapped_file_release(*mf);
+    *mf = NULL;
+  }
+  if (*mf == NULL && (*mf = rmq_mfq_find(&cq->mfq, pos)) == NULL) return false;
+  int32_t rel = (int32_t)(pos - (*mf)->file_from_offset);
+  if (rel + UNIT > rmq_mapped_file_read_position(*mf)) return false;
+  entry_read((*mf)->mapped + rel, out);
+  return true;
+}
+
+int rmq_cq_get(rmq_consume_queue *cq, int64_t n, rmq_cq_entry *out, rmq_err *err) {
+  rmq_mapped_file *mf = NULL;
+  bool ok = n >= rmq_cq_min_offset(cq) && read_at(cq, &mf, n, out);
+  if (mf) rmq_mapped_file_release(mf);
+  if (ok) return RMQ_OK;
+  return rmq_err_set(err, RMQ_ENOTFOUND,
+                     "queue offset %lld of %s/%d is outside the queue [%lld, %lld)",
+                     (long long)n, cq->topic, (int)cq->queue_id,
+                     (long long)rmq_cq_min_offset(cq), (long long)rmq_cq_max_offset(cq));
+}
+
+/* The oldest queue offset that can still be read: entries below it are fillers or deleted. */
+static int64_t oldest_offset(rmq_consume_queue *cq) {
+  int64_t min = rmq_cq_min_offset(cq);
+  int64_t first_file = rmq_mfq_min_offset(&cq->mfq) / UNIT;
+  return min > first_file ? min : first_file;
+}
+
+void rmq_cq_iter_start(rmq_cq_iter *it, rmq_consume_queue *cq, int64_t from) {
+  int64_t oldest = oldest_offset(cq);
+  it->cq = cq;
+  it->mf = NULL;
+  it->offset = from > oldest ? from : oldest;
+}
+
+bool rmq_cq_iter_next(rmq_cq_iter *it, rmq_cq_entry *out) {
+  if (!read_at(it->cq, &it->mf, it->offset, out)) {
+    /* The end, or the clean service deleted the segment before we got to it. */
+    int64_t oldest = oldest_offset(it->cq);
+    if (it->offset >= oldest) return false;
+    it->offset = oldest;
+    if (!read_at(it->cq, &it->mf, it->offset, out)) return false;
+  }
+  it->offset++;
+  return true;
+}
+
+void rmq_cq_iter_stop(rmq_cq_iter *it) {
+  if (it->mf) rmq_mapped_file_release(it->mf);
+  it->mf = NULL;
+}
+
+/* ----------------------------------------------------------- time search */
+
+/* The file's mtime in ms (MappedFile.getLastModifiedTimestamp). */
+static int64_t file_mtime_ms(rmq_mapped_file *mf) {
+  struct stat st;
+  if (fstat(mf->fd, &st) != 0) return 0;
+  return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+/* getMappedFileByTime (MFQ 78-92): first segment modified at or after ts, else the last. Held. */
+static rmq_mapped_file *file_by_time(rmq_consume_queue *cq, int64_t ts) {
+  int n = rmq_mfq_count(&cq->mfq);
+  for (int i = 0; i < n; i++) {
+    rmq_mapped_file *mf = rmq_mfq_get(&cq->mfq, i);
+    if (mf == NULL) continue;
+    if (file_mtime_ms(mf) >= ts) return mf;
+    rmq_mapped_file_release(mf);
+  }
+  return rmq_mfq_last(&cq->mfq);
+}
+
+static int store_time_error(rmq_consume_queue *cq, int64_t n, const rmq_cq_entry *e,
+                            rmq_err *err) {
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "cannot read the store time of the commitlog record at offset %lld "
+                     "(size %d) of %s/%d entry %lld",
+                     (long long)e->phy_offset, (int)e->size, cq->topic, (int)cq->queue_id,
+                     (long long)n);
+}
+
+/* The binary search of CQ 159-226 over one held segment. */
+static int search_file_by_time(rmq_consume_queue *cq, rmq_mapped_file *mf, int64_t ts,
+                               int64_t cl_min, rmq_cq_store_time_fn store_time, void *ctx,
+                               int64_t *out, rmq_err *err) {
+  int64_t from = mf->file_from_offset;
+  int64_t min_logic = atomic_load(&cq->min_logic_offset);
+  int64_t low = min_logic > from ? min_logic - from : 0;
+  int64_t high = (int64_t)rmq_mapped_file_read_position(mf) - UNIT;
+  int64_t target = -1, left = -1, right = -1, left_time = -1, right_time = -1;
+  *out = 0;
+  if (high < 0) return RMQ_OK; /* selectMappedBuffer(0) finds nothing to read */
+  while (high >= low) {
+    int64_t mid = (low + high) / (2 * UNIT) * UNIT;
+    rmq_cq_entry e;
+    entry_read(mf->mapped + mid, &e);
+    if (e.phy_offset < cl_min) {
+      low = mid + UNIT;
+      left = mid;
+      continue;
+    }
+    int64_t t = store_time(ctx, e.phy_offset, e.size);
+    if (t < 0) return store_time_error(cq, (from + mid) / UNIT, &e, err);
+    if (t == ts) {
+      target = mid;
+      break;
+    } else if (t > ts) {
+      high = mid - UNIT;
+      right = mid;
+      right_time = t;
+    } else {
+      low = mid + UNIT;
+      left = mid;
+      left_time = t;
+    }
+  }
+  int64_t pos;
+  if (target != -1) {
+    pos = target;
+  } else if (left_time == -1 && right_time == -1) {
+    pos = low; /* every probe was too early: RocketMQ would answer (from - 1) / 20 */
+  } else if (left_time == -1) {
+    pos = right;
+  } else if (right_time == -1) {
+    pos = left;
+  } else {
+    pos = ts - left_time > right_time - ts ? right : left;
+  }
+  *out = (from + pos) / UNIT;
+  return RMQ_OK;
+}
+
+int rmq_cq_offset_by_time(rmq_consume_queue *cq, int64_t timestamp,
+                          int64_t commitlog_min_offset, rmq_cq_store_time_fn store_time,
+                          void *ctx, int64_t *out, rmq_err *err) {
+  *out = 0;
+  rmq_mapped_file *mf = file_by_time(cq, timestamp);
+  if (mf == NULL) return RMQ_OK;
+  int rc = search_file_by_time(cq, mf, timestamp, commitlog_min_offset, store_time, ctx, out,
+                               err);
+  rmq_mapped_file_release(mf);
+  return rc;
+}
+
+int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestamp,
+                                         int64_t commitlog_min_offset,
+                                         rmq_cq_store_time_fn store_time, void *ctx,
+                                         int64_t *out, rmq_err *err) {
+  int64_t lo = oldest_offset(cq);
+  int64_t hi = rmq_cq_max_offset(cq);
+  rmq_mapped_file *mf = NULL;
+  int rc = RMQ_OK;
+  /* Invariant: entries before lo are too early, entries from hi on are not. */
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    rmq_cq_entry e;
+    if (!read_at(cq, &mf, mid, &e)) {
+      /* Deleted under us by the clean service: everything before it is gone. */
+      lo = mid + 1;
+      continue;
+    }
+    bool early = e.phy_offset < commitlog_min_offset;
+    if (!early) {
+      int64_t t = store_time(ctx, e.phy_offset, e.size);
+      if (t < 0) {
+        rc = store_time_error(cq, mid, &e, err);
+        break;
+      }
+      early = t < timestamp;
+    }
+    if (early) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (mf) rmq_mapped_file_release(mf);
+  *out = lo;
+  return rc;
+}
+
+/* ------------------------------------------------------- flush, cleaning */
+
+int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err) {
+  bool flushed;
+  return rmq_mfq_flush(&cq->mfq, least_pages, &flushed, err);
+}
+
+/* The CommitLog offset of the last entry of a full segment, or -1 if it is not full. */
+static int64_t last_entry_offset(rmq_consume_queue *cq, rmq_mapped_file *mf) {
+  if (rmq_mapped_file_read_position(mf) != cq->file_size) return -1;
+  return rmq_get64(mf->mapped + cq->file_size - UNIT);
+}
+
+int rmq_cq_delete_expired(rmq_consume_queue *cq, int64_t phy_min_offset) {
+  int deleted = 0;
+  while (rmq_mfq_count(&cq->mfq) > 1) {
+    rmq_mapped_file *mf = rmq_mfq_first(&cq->mfq);
+    if (mf == NULL) break;
+    int64_t last = last_entry_offset(cq, mf);
+    rmq_mapped_file_release(mf);
+    if (last < 0 || last >= phy_min_offset || !rmq_mfq_delete_first(&cq->mfq)) break;
+    deleted++;
+  }
+  rmq_cq_correct_min_offset(cq, phy_min_offset);
+  return deleted;
+}
+
+/* ------------------------------------------------------------- the table */
+
+struct rmq_cq_table {
+  char *root;
+  int32_t entries_per_file;
+  bool writable;
+  pthread_rwlock_t lock;
+  rmq_consume_queue **slots; /* open addressing, linear probing; cap is a power of 2 */
+  size_t cap, count;
+};
+
+/* FNV-1a over the topic, mixed with the queue id. */
+static size_t table_hash(const char *topic, int32_t queue_id) {
+  uint64_t h = 14695981039346656037ull;
+  for (const unsigned char *p = (const unsigned char *)topic; *p; p++) {
+    h = (h ^ *p) * 1099511628211ull;
+  }
+  h ^= (uint64_t)(uint32_t)queue_id * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot of (topic, queue_id): its queue, or the empty slot where it would go. */
+static size_t table_probe(rmq_consume_queue **slots, size_t cap, const char *topic,
+                          int32_t queue_id) {
+  size_t i = table_hash(topic, queue_id) & (cap - 1);
+  while (slots[i] &&
+         (slots[i]->queue_id != queue_id || strcmp(slots[i]->topic, topic) != 0)) {
+    i = (i + 1) & (cap - 1);
+  }
+  return i;
+}
+
+int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable,
+                     rmq_cq_table **out, rmq_err *err) {
+  *out = NULL;
+  rmq_cq_table *t = calloc(1, sizeof *t);
+  if (t == NULL || (t->root = strdup(root)) == NULL ||
+      (t->slots = calloc(64, sizeof *t->slots)) == NULL) {
+    if (t) free(t->root);
+    free(t);
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  t->cap = 64;
+  t->entries_per_file = entries_per_file;
+  t->writable = writable;
+  /* Readers never stop coming: without writer preference creation could starve. */
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&t->lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+  *out = t;
+  return RMQ_OK;
+}
+
+void rmq_cq_table_free(rmq_cq_table *t) {
+  if (t == NULL) return;
+  for (size_t i = 0; i < t->cap; i++) rmq_cq_close(t->slots[i]);
+  free(t->slots);
+  free(t->root);
+  pthread_rwlock_destroy(&t->lock);
+  free(t);
+}
+
+rmq_consume_queue *rmq_cq_table_find(rmq_cq_table *t, const char *topic, int32_t queue_id) {
+  if (topic == NULL) return NULL;
+  pthread_rwlock_rdlock(&t->lock);
+  rmq_consume_queue *cq = t->slots[table_probe(t->slots, t->cap, topic, queue_id)];
+  pthread_rwlock_unlock(&t->lock);
+  return cq;
+}
+
+/* Double the table when half full. Called with the write lock held. */
+static int table_grow(rmq_cq_table *t, rmq_err *err) {
+  if (2 * (t->count + 1) <= t->cap) return RMQ_OK;
+  size_t cap = t->cap * 2;
+  rmq_consume_queue **slots = calloc(cap, sizeof *slots);
+  if (slots == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  for (size_t i = 0; i < t->cap; i++) {
+    rmq_consume_queue *cq = t->slots[i];
+    if (cq) slots[table_probe(slots, cap, cq->topic, cq->queue_id)] = cq;
+  }
+  free(t->slots);
+  t->slots = slots;
+  t->cap = cap;
+  return RMQ_OK;
+}
+
+int rmq_cq_table_find_or_create(rmq_cq_table *t, const char *topic, int32_t queue_id,
+                                rmq_consume_queue **out, rmq_err *err) {
+  /* Check the name before hashing it, so that NULL never reaches the probe. */
+  if (topic == NULL || !rmq_topic_valid(topic, strlen(topic))) {
+    return rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
+  }
+  if ((*out = rmq_cq_table_find(t, topic, queue_id)) != NULL) return RMQ_OK;
+  pthread_rwlock_wrlock(&t->lock);
+  int rc = RMQ_OK;
+  /* Another thread may have created it between the two locks. */
+  size_t i = table_probe(t->slots, t->cap, topic, queue_id);
+  if ((*out = t->slots[i]) == NULL && (rc = table_grow(t, err)) == RMQ_OK) {
+    rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
+    if (rc == RMQ_OK) {
+      t->slots[table_probe(t->slots, t->cap, topic, queue_id)] = *out;
+      t->count++;
+    }
+  }
+  pthread_rwlock_unlock(&t->lock);
+  return rc;
+}
+
+/* "0", "17": what Integer.toString wrote; anything else is not a queue directory. */
+static bool parse_queue_id(const char *name, int32_t *queue_id) {
+  size_t n = strlen(name);
+  if (n == 0 || n > 10 || (n > 1 && name[0] == '0')) return false;
+  int64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  if (v > INT32_MAX) return false;
+  *queue_id = (int32_t)v;
+  return true;
+}
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Open every queue directory of one topic directory. */
+static int load_topic(rmq_cq_table *t, const char *topic_dir, const char *topic, rmq_err *err) {
+  DIR *d = opendir(topic_dir);
+  if (d == NULL) {
+    return rmq_err_set(err, RMQ_EIO, "cannot list %s: %s", topic_dir, strerror(errno));
+  }
+  int rc = RMQ_OK;
+  struct dirent *e;
+  while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
+    char path[PATH_MAX];
+    int32_t queue_id;
+    if (!parse_queue_id(e->d_name, &queue_id)) continue;
+    if (snprintf(path, sizeof path, "%s/%s", topic_dir, e->d_name) >= (int)sizeof path ||
+        !is_dir(path)) {
+      continue;
+    }
+    rmq_consume_queue *cq;
+    rc = rmq_cq_table_find_or_create(t, topic, queue_id, &cq, err);
+  }
+  closedir(d);
+  return rc;
+}
+
+int rmq_cq_table_load(rmq_cq_table *t, rmq_err *err) {
+  char root[PATH_MAX];
+  if (snprintf(root, sizeof root, "%s/consumequeue", t->root) >= (int)sizeof root) {
+    return rmq_err_set(err, RMQ_EINVAL, "store path %s is too long", t->root);
+  }
+  DIR *d = opendir(root);
+  if (d == NULL) {
+    if (errno == ENOENT) return RMQ_OK;
+    return rmq_err_set(err, RMQ_EIO, "cannot list %s: %s", root, strerror(errno));
+  }
+  int rc = RMQ_OK;
+  struct dirent *e;
+  while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
+    char path[PATH_MAX];
+    if (!rmq_topic_valid(e->d_name, strlen(e->d_name))) continue;
+    if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) continue;
+    if (is_dir(path)) rc = load_topic(t, path, e->d_name, err);
+  }
+  closedir(d);
+  return rc;
+}
+
+int rmq_cq_table_snapshot(rmq_cq_table *t, rmq_consume_queue ***out, int *count, rmq_err *err) {
+  *out = NULL;
+  *count = 0;
+  pthread_rwlock_rdlock(&t->lock);
+  rmq_consume_queue **all = malloc((t->count ? t->count : 1) * sizeof *all);
+  if (all) {
+    for (size_t i = 0; i < t->cap; i++) {
+      if (t->slots[i]) all[(*count)++] = t->slots[i];
+    }
+  }
+  pthread_rwlock_unlock(&t->lock);
+  if (all == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  *out = all;
+  return RMQ_OK;
+}
+
+int rmq_cq_table_recover(rmq_cq_table *t, int64_t *max_physic_offset, rmq_err *err) {
+  rmq_consume_queue **all;
+  int n;
+  *max_physic_offset = -1;
+  int rc = rmq_cq_table_snapshot(t, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  for (int i = 0; i < n; i++) {
+    rmq_cq_recover(all[i]);
+    int64_t m = rmq_cq_max_physic_offset(all[i]);
+    if (m > *max_physic_offset) *max_physic_offset = m;
+  }
+  free(all);
+  return RMQ_OK;
+}
+
+int rmq_cq_table_truncate_dirty(rmq_cq_table *t, int64_t phy_offset, rmq_err *err) {
+  rmq_consume_queue **all;
+  int n;
+  int rc = rmq_cq_table_snapshot(t, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  for (int i = 0; i < n; i++) rmq_cq_truncate_dirty(all[i], phy_offset);
+  free(all);
+  return RMQ_OK;
+}
+
+int rmq_cq_table_flush(rmq_cq_table *t, int least_pages, rmq_err *err) {
+  rmq_consume_queue **all;
+  int n;
+  int rc = rmq_cq_table_snapshot(t, &all, &n, err);
+  for (int i = 0; rc == RMQ_OK && i < n; i++) rc = rmq_cq_flush(all[i], least_pages, err);
+  free(all);
+  return rc;
+}

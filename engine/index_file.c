@@ -1,0 +1,556 @@
+/*
+** index_file.c: IndexFile and IndexService (see index_file.h). Line
+** references are to RocketMQ 4.9.7's IndexFile.java (IF), IndexHeader.java
+** (IH) and IndexService.java (IS), as cited by the spec.
+*/
+#include "index_file.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "message.h"
+#include "service_thread.h"
+
+#define INDEX_NAME_LEN 17
+
+/* ---------------------------------------------------------- IndexFile */
+
+int64_t rmq_index_file_size(int32_t slot_num, int32_t index_num) {
+  if (slot_num < 1 || index_num < 2) return -1;
+  int64_t size = RMQ_INDEX_HEADER_SIZE + (int64_t)slot_num * RMQ_INDEX_SLOT_SIZE +
+                 (int64_t)index_num * RMQ_INDEX_ITEM_SIZE;
+  return size > INT32_MAX ? -1 : size;
+}
+
+static uint8_t *slot_at(rmq_index_file *f, int32_t key_hash) {
+  uint32_t slot = (uint32_t)key_hash % (uint32_t)f->slot_num;
+  return f->mf->mapped + RMQ_INDEX_HEADER_SIZE + (size_t)slot * RMQ_INDEX_SLOT_SIZE;
+}
+
+static uint8_t *item_at(rmq_index_file *f, int32_t k) {
+  return f->mf->mapped + RMQ_INDEX_HEADER_SIZE + (size_t)f->slot_num * RMQ_INDEX_SLOT_SIZE +
+         (size_t)k * RMQ_INDEX_ITEM_SIZE;
+}
+
+/*
+** Slots are read by queries while the writer updates them: atomic 4-byte
+** accesses (slot addresses are 4-aligned in the page-aligned mapping). The
+** release store publishes the item written before it.
+*/
+static int32_t slot_load(const uint8_t *p) {
+  return (int32_t)be32toh(__atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE));
+}
+
+static void slot_store(uint8_t *p, int32_t v) {
+  __atomic_store_n((uint32_t *)p, htobe32((uint32_t)v), __ATOMIC_RELEASE);
+}
+
+/* IH updateByteBuffer: the in-memory header into the mapping. */
+static void header_write(rmq_index_file *f) {
+  uint8_t *h = f->mf->mapped;
+  rmq_put64(h, atomic_load(&f->begin_timestamp));
+  rmq_put64(h + 8, atomic_load(&f->end_timestamp));
+  rmq_put64(h + 16, atomic_load(&f->begin_phy_offset));
+  rmq_put64(h + 24, atomic_load(&f->end_phy_offset));
+  rmq_put32(h + 32, atomic_load(&f->hash_slot_count));
+  rmq_put32(h + 36, atomic_load(&f->index_count));
+}
+
+static int index_file_map(const char *path, int32_t slot_num, int32_t index_num, bool create,
+                          bool writable, rmq_index_file **out, rmq_err *err) {
+  *out = NULL;
+  int64_t size = rmq_index_file_size(slot_num, index_num);
+  if (size < 0) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "index_slots %d and index_entries %d do not give an index file size "
+                       "between 48 and %d bytes",
+                       (int)slot_num, (int)index_num, INT32_MAX);
+  }
+  struct stat st;
+  if (!create && stat(path, &st) == 0 && st.st_size != size) {
+    return rmq_err_set(err, RMQ_ECORRUPT,
+                       "index file %s is %lld bytes but index_slots %d and index_entries %d "
+                       "give %lld (check those settings)",
+                       path, (long long)st.st_size, (int)slot_num, (int)index_num,
+                       (long long)size);
+  }
+  rmq_index_file *f = calloc(1, sizeof *f);
+  if (f == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory opening %s", path);
+  int rc = rmq_mapped_file_open(path, 0, (int32_t)size, create, writable, &f->mf, err);
+  if (rc != RMQ_OK) {
+    free(f);
+    return rc;
+  }
+  f->slot_num = slot_num;
+  f->index_num = index_num;
+  *out = f;
+  return RMQ_OK;
+}
+
+int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
+                          int64_t prev_end_phy_offset, int64_t prev_end_timestamp,
+                          rmq_index_file **out, rmq_err *err) {
+  rmq_index_file *f;
+  int rc = index_file_map(path, slot_num, index_num, true, true, &f, err);
+  if (rc != RMQ_OK) return rc;
+  atomic_init(&f->index_count, 1);
+  /* IF 51-59: only these fields reach the mapping now; indexCount stays 0 on disk. */
+  uint8_t *h = f->mf->mapped;
+  if (prev_end_phy_offset > 0) {
+    atomic_init(&f->begin_phy_offset, prev_end_phy_offset);
+    atomic_init(&f->end_phy_offset, prev_end_phy_offset);
+    rmq_put64(h + 16, prev_end_phy_offset);
+    rmq_put64(h + 24, prev_end_phy_offset);
+  }
+  if (prev_end_timestamp > 0) {
+    atomic_init(&f->begin_timestamp, prev_end_timestamp);
+    atomic_init(&f->end_timestamp, prev_end_timestamp);
+    rmq_put64(h, prev_end_timestamp);
+    rmq_put64(h + 8, prev_end_timestamp);
+  }
+  *out = f;
+  return RMQ_OK;
+}
+
+int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
+                        rmq_index_file **out, rmq_err *err) {
+  rmq_index_file *f;
+  int rc = index_file_map(path, slot_num, index_num, false, writable, &f, err);
+  if (rc != RMQ_OK) return rc;
+  const uint8_t *h = f->mf->mapped;
+  int32_t count = rmq_get32(h + 36);
+  if (count > index_num) {
+    rmq_index_file_close(f, false);
+    return rmq_err_set(err, RMQ_ECORRUPT,
+                       "index file %s: indexCount %d at offset 36 exceeds index_entries %d",
+                       path, (int)count, (int)index_num);
+  }
+  atomic_init(&f->begin_timestamp, rmq_get64(h));
+  atomic_init(&f->end_timestamp, rmq_get64(h + 8));
+  atomic_init(&f->begin_phy_offset, rmq_get64(h + 16));
+  atomic_init(&f->end_phy_offset, rmq_get64(h + 24));
+  atomic_init(&f->hash_slot_count, rmq_get32(h + 32));
+  atomic_init(&f->index_count, count <= 0 ? 1 : count); /* IH load */
+  *out = f;
+  return RMQ_OK;
+}
+
+void rmq_index_file_close(rmq_index_file *f, bool unlink_file) {
+  if (f == NULL) return;
+  rmq_mapped_file_shutdown(f->mf, unlink_file);
+  free(f);
+}
+
+const char *rmq_index_file_path(const rmq_index_file *f) { return f->mf->path; }
+
+void rmq_index_file_header(rmq_index_file *f, rmq_index_header *out) {
+  out->begin_timestamp = atomic_load(&f->begin_timestamp);
+  out->end_timestamp = atomic_load(&f->end_timestamp);
+  out->begin_phy_offset = atomic_load(&f->begin_phy_offset);
+  out->end_phy_offset = atomic_load(&f->end_phy_offset);
+  out->hash_slot_count = atomic_load(&f->hash_slot_count);
+  out->index_count = atomic_load(&f->index_count);
+}
+
+bool rmq_index_file_is_full(rmq_index_file *f) {
+  return atomic_load(&f->index_count) >= f->index_num;
+}
+
+/* IF 88-146. */
+bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_offset,
+                            int64_t store_timestamp) {
+  int32_t count = atomic_load(&f->index_count);
+  if (count >= f->index_num || !f->mf->writable) return false;
+  uint8_t *slot = slot_at(f, key_hash);
+  int32_t slot_value = slot_load(slot);
+  if (slot_value <= 0 || slot_value > count) slot_value = 0;
+
+  int64_t begin = atomic_load(&f->begin_timestamp);
+  int64_t time_diff = (store_timestamp - begin) / 1000;
+  if (begin <= 0 || time_diff < 0) {
+    time_diff = 0;
+  } else if (time_diff > INT32_MAX) {
+    time_diff = INT32_MAX;
+  }
+  uint8_t *item = item_at(f, count);
+  rmq_put32(item, key_hash);
+  rmq_put64(item + 4, phy_offset);
+  rmq_put32(item + 12, (int32_t)time_diff);
+  rmq_put32(item + 16, slot_value);
+  slot_store(slot, count);
+
+  if (count <= 1) {
+    atomic_store(&f->begin_phy_offset, phy_offset);
+    atomic_store(&f->begin_timestamp, store_timestamp);
+  }
+  if (slot_value == 0) atomic_fetch_add(&f->hash_slot_count, 1);
+  atomic_store(&f->index_count, count + 1);
+  atomic_store(&f->end_phy_offset, phy_offset);
+  atomic_store(&f->end_timestamp, store_timestamp);
+  header_write(f);
+  return true;
+}
+
+/* IF 175-230. */
+void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
+                           int64_t end, int64_t *out, int *count) {
+  int32_t k = slot_load(slot_at(f, key_hash));
+  int32_t index_count = atomic_load(&f->index_count);
+  if (k <= 0 || k > index_count || index_count <= 1) return;
+  int64_t file_begin = atomic_load(&f->begin_timestamp);
+  /* The slot's acquire made item k and everything it chains to visible. */
+  while (*count < max_num && k < f->index_num) {
+    const uint8_t *item = item_at(f, k);
+    int32_t time_diff = rmq_get32(item + 12);
+    int32_t prev = rmq_get32(item + 16);
+    if (time_diff < 0) break;
+    int64_t time_read = file_begin + (int64_t)time_diff * 1000;
+    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end) {
+      out[(*count)++] = rmq_get64(item + 4);
+    }
+    /* A sound chain points strictly backwards; RocketMQ only stops at prev == k. */
+    if (prev <= 0 || prev > index_count || prev >= k || time_read < begin) break;
+    k = prev;
+  }
+}
+
+bool rmq_index_file_time_matched(rmq_index_file *f, int64_t begin, int64_t end) {
+  int64_t fb = atomic_load(&f->begin_timestamp), fe = atomic_load(&f->end_timestamp);
+  return (begin < fb && end > fe) || (begin >= fb && begin <= fe) || (end >= fb && end <= fe);
+}
+
+int rmq_index_file_flush(rmq_index_file *f, rmq_err *err) {
+  if (!f->mf->writable) return RMQ_OK;
+  if (rmq_io_msync(f->mf->mapped, (size_t)f->mf->file_size) != 0) {
+    return rmq_err_set(err, RMQ_EIO, "cannot flush index file %s: %s", f->mf->path,
+                       strerror(errno));
+  }
+  return RMQ_OK;
+}
+
+/* ------------------------------------------------------- IndexService */
+
+int rmq_index_service_init(rmq_index_service *s, const char *root, int32_t slot_num,
+                           int32_t index_num, bool writable, rmq_checkpoint *checkpoint,
+                           rmq_err *err) {
+  memset(s, 0, sizeof *s);
+  if (rmq_index_file_size(slot_num, index_num) < 0) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "index_slots %d and index_entries %d are out of range: index_slots "
+                       ">= 1, index_entries >= 2 and 40 + 4*index_slots + 20*index_entries "
+                       "<= %d",
+                       (int)slot_num, (int)index_num, INT32_MAX);
+  }
+  size_t n = strlen(root) + sizeof "/index";
+  if ((s->dir = malloc(n)) == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  snprintf(s->dir, n, "%s/index", root);
+  s->slot_num = slot_num;
+  s->index_num = index_num;
+  s->writable = writable;
+  s->checkpoint = checkpoint;
+  /* Queries hold the read lock while they walk: a roll must not wait for a gap between them. */
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&s->lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+  return RMQ_OK;
+}
+
+void rmq_index_service_destroy(rmq_index_service *s) {
+  if (s->dir == NULL) return;
+  for (int i = 0; i < s->count; i++) rmq_index_file_close(s->files[i], false);
+  free(s->files);
+  free(s->dir);
+  pthread_rwlock_destroy(&s->lock);
+  memset(s, 0, sizeof *s);
+}
+
+/* Append f to the list. Called with the write lock held (or before any reader). */
+static int service_push(rmq_index_service *s, rmq_index_file *f, rmq_err *err) {
+  if (s->count == s->cap) {
+    int cap = s->cap ? s->cap * 2 : 8;
+    rmq_index_file **files = realloc(s->files, (size_t)cap * sizeof *files);
+    if (files == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    s->files = files;
+    s->cap = cap;
+  }
+  s->files[s->count++] = f;
+  return RMQ_OK;
+}
+
+static bool is_index_name(const char *name) {
+  if (strlen(name) != INDEX_NAME_LEN) return false;
+  for (int i = 0; i < INDEX_NAME_LEN; i++) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The index file names in dir, sorted; a missing dir has none. */
+static int list_index_names(const char *dir, char ***names, int *n, rmq_err *err) {
+  *names = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    if (errno == ENOENT) return RMQ_OK;
+    return rmq_err_set(err, RMQ_EIO, "cannot list %s: %s", dir, strerror(errno));
+  }
+  int cap = 0, rc = RMQ_OK;
+  struct dirent *e;
+  while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
+    if (!is_index_name(e->d_name)) continue;
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 16;
+      char **grown = realloc(*names, (size_t)cap * sizeof *grown);
+      if (grown == NULL) {
+        rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+        break;
+      }
+      *names = grown;
+    }
+    if (((*names)[*n] = strdup(e->d_name)) == NULL) {
+      rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    } else {
+      (*n)++;
+    }
+  }
+  closedir(d);
+  if (*n > 1) qsort(*names, (size_t)*n, sizeof **names, cmp_names);
+  return rc;
+}
+
+/* IS 57-88. */
+static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, rmq_err *err) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", s->dir, name);
+  rmq_index_file *f;
+  int rc = rmq_index_file_load(path, s->slot_num, s->index_num, s->writable, &f, err);
+  if (rc != RMQ_OK) return rc;
+  int64_t indexed = s->checkpoint ? atomic_load(&s->checkpoint->index_msg_timestamp) : 0;
+  if (!last_exit_ok && s->writable && atomic_load(&f->end_timestamp) > indexed) {
+    /* Not known to be flushed whole: dispatch rebuilds what it held. */
+    rmq_index_file_close(f, true);
+    return RMQ_OK;
+  }
+  rc = service_push(s, f, err);
+  if (rc != RMQ_OK) rmq_index_file_close(f, false);
+  return rc;
+}
+
+int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err) {
+  char **names;
+  int n;
+  int rc = list_index_names(s->dir, &names, &n, err);
+  pthread_rwlock_wrlock(&s->lock);
+  for (int i = 0; rc == RMQ_OK && i < n; i++) rc = load_one(s, names[i], last_exit_ok, err);
+  pthread_rwlock_unlock(&s->lock);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* ms of a yyyyMMddHHmmssSSS local-time name, or 0 when it does not parse. */
+static int64_t index_name_ms(const char *name) {
+  struct tm tm;
+  int ms;
+  memset(&tm, 0, sizeof tm);
+  if (sscanf(name, "%4d%2d%2d%2d%2d%2d%3d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+             &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  tm.tm_isdst = -1;
+  time_t t = mktime(&tm);
+  return t == (time_t)-1 ? 0 : (int64_t)t * 1000 + ms;
+}
+
+/*
+** The path of the next index file: the local time now, or 1 ms after the
+** newest file's name when the clock was stepped back (so that load order
+** stays creation order), bumped by 1 ms while the name exists.
+*/
+static void next_index_path(rmq_index_service *s, const char *newest, char *path, size_t cap) {
+  int64_t ms = rmq_now_ms();
+  int64_t newest_ms = newest ? index_name_ms(newest) : 0;
+  if (ms <= newest_ms) ms = newest_ms + 1;
+  for (;; ms++) {
+    char name[INDEX_NAME_LEN + 1];
+    rmq_index_file_name(ms, name);
+    snprintf(path, cap, "%s/%s", s->dir, name);
+    if (access(path, F_OK) != 0) return;
+  }
+}
+
+/*
+** After a roll (IS 292-363): force the full file and record in the
+** checkpoint that everything up to its end is on disk.
+*/
+static int flush_full_file(rmq_index_service *s, rmq_index_file *prev, rmq_err *err) {
+  int rc = rmq_index_file_flush(prev, err);
+  if (rc != RMQ_OK || s->checkpoint == NULL || !rmq_index_file_is_full(prev)) return rc;
+  atomic_store(&s->checkpoint->index_msg_timestamp, atomic_load(&prev->end_timestamp));
+  return rmq_checkpoint_flush(s->checkpoint, err);
+}
+
+/*
+** getAndCreateLastIndexFile (IS 292-363): the newest file when it has room,
+** else a new one. Only the dispatcher calls this and only it adds files, and
+** the newest file is never deleted, so *out stays valid without the lock.
+*/
+static int writable_file(rmq_index_service *s, rmq_index_file **out, rmq_err *err) {
+  pthread_rwlock_rdlock(&s->lock);
+  rmq_index_file *last = s->count ? s->files[s->count - 1] : NULL;
+  pthread_rwlock_unlock(&s->lock);
+  if (last && !rmq_index_file_is_full(last)) {
+    *out = last;
+    return RMQ_OK;
+  }
+  char path[PATH_MAX];
+  if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+    return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", s->dir,
+                       strerror(errno));
+  }
+  next_index_path(s, last ? base_name(rmq_index_file_path(last)) : NULL, path, sizeof path);
+  rmq_index_file *f;
+  int rc = rmq_index_file_create(path, s->slot_num, s->index_num,
+                                 last ? atomic_load(&last->end_phy_offset) : 0,
+                                 last ? atomic_load(&last->end_timestamp) : 0, &f, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_rwlock_wrlock(&s->lock);
+  rc = service_push(s, f, err);
+  pthread_rwlock_unlock(&s->lock);
+  if (rc != RMQ_OK) {
+    rmq_index_file_close(f, true);
+    return rc;
+  }
+  *out = f;
+  return last ? flush_full_file(s, last, err) : RMQ_OK;
+}
+
+/* IS putKey: put into *f, rolling to a new file when it is full. */
+static int put_key(rmq_index_service *s, rmq_index_file **f, const rmq_index_request *req,
+                   const char *key, size_t key_len, rmq_err *err) {
+  int32_t hash = rmq_index_key_hash(req->topic, req->topic_len, key, key_len);
+  if (rmq_index_file_put_key(*f, hash, req->commit_log_offset, req->store_timestamp)) {
+    return RMQ_OK;
+  }
+  int rc = writable_file(s, f, err);
+  if (rc != RMQ_OK) return rc;
+  if (!rmq_index_file_put_key(*f, hash, req->commit_log_offset, req->store_timestamp)) {
+    return rmq_err_set(err, RMQ_EFULL, "new index file %s has no room for a key",
+                       rmq_index_file_path(*f));
+  }
+  return RMQ_OK;
+}
+
+/* IS 201-261. */
+int rmq_index_service_build(rmq_index_service *s, const rmq_index_request *req, rmq_err *err) {
+  if (!s->writable) {
+    return rmq_err_set(err, RMQ_EINVAL, "index %s is read-only", s->dir);
+  }
+  rmq_index_file *f;
+  int rc = writable_file(s, &f, err);
+  if (rc != RMQ_OK) return rc;
+  if (req->commit_log_offset < atomic_load(&f->end_phy_offset)) return RMQ_OK;
+  if ((req->sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK) == RMQ_SYSFLAG_TRANSACTION_ROLLBACK) {
+    return RMQ_OK;
+  }
+  if (req->uniq_key) rc = put_key(s, &f, req, req->uniq_key, req->uniq_key_len, err);
+  /* KEYS is split on single spaces; empty tokens are skipped. */
+  const char *p = req->keys, *end = req->keys ? req->keys + req->keys_len : NULL;
+  while (rc == RMQ_OK && p && p < end) {
+    const char *space = memchr(p, ' ', (size_t)(end - p));
+    const char *stop = space ? space : end;
+    if (stop > p) rc = put_key(s, &f, req, p, (size_t)(stop - p), err);
+    p = stop + 1;
+  }
+  return rc;
+}
+
+static int cmp_offsets(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* IS 157-195. */
+int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,
+                            const char *key, size_t key_len, int max_num, int64_t begin,
+                            int64_t end, int64_t *offsets, int *count, rmq_err *err) {
+  *count = 0;
+  if (max_num > 0 && offsets == NULL) {
+    return rmq_err_set(err, RMQ_EINVAL, "index query: no room for %d offsets", max_num);
+  }
+  int32_t hash = rmq_index_key_hash(topic, topic_len, key, key_len);
+  pthread_rwlock_rdlock(&s->lock);
+  for (int i = s->count - 1; i >= 0 && *count < max_num; i--) {
+    rmq_index_file *f = s->files[i];
+    if (rmq_index_file_time_matched(f, begin, end)) {
+      rmq_index_file_select(f, hash, max_num, begin, end, offsets, count);
+    }
+    if (atomic_load(&f->begin_timestamp) < begin) break;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  qsort(offsets, (size_t)*count, sizeof *offsets, cmp_offsets);
+  return RMQ_OK;
+}
+
+/* IS 90-141. */
+int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset) {
+  pthread_rwlock_wrlock(&s->lock);
+  int n = 0;
+  while (n < s->count - 1 && atomic_load(&s->files[n]->end_phy_offset) < commitlog_min_offset) {
+    n++;
+  }
+  for (int i = 0; i < n; i++) rmq_index_file_close(s->files[i], true);
+  memmove(s->files, s->files + n, (size_t)(s->count - n) * sizeof *s->files);
+  s->count -= n;
+  pthread_rwlock_unlock(&s->lock);
+  return n;
+}
+
+int rmq_index_service_flush(rmq_index_service *s, rmq_err *err) {
+  int rc = RMQ_OK;
+  pthread_rwlock_rdlock(&s->lock);
+  for (int i = 0; rc == RMQ_OK && i < s->count; i++) rc = rmq_index_file_flush(s->files[i], err);
+  pthread_rwlock_unlock(&s->lock);
+  return rc;
+}
+
+int rmq_index_service_count(rmq_index_service *s) {
+  pthread_rwlock_rdlock(&s->lock);
+  int n = s->count;
+  pthread_rwlock_unlock(&s->lock);
+  return n;
+}
+
+bool rmq_index_service_file_info(rmq_index_service *s, int i, rmq_index_header *header,
+                                 char name[18]) {
+  pthread_rwlock_rdlock(&s->lock);
+  bool ok = i >= 0 && i < s->count;
+  if (ok) {
+    rmq_index_file_header(s->files[i], header);
+    snprintf(name, INDEX_NAME_LEN + 1, "%s", base_name(rmq_index_file_path(s->files[i])));
+  }
+  pthread_rwlock_unlock(&s->lock);
+  return ok;
+}

@@ -1,0 +1,207 @@
+/*
+** index_file.h: IndexFile and IndexService, the hash index on message keys
+** (spec §6, §7.1, §8.7, §12.2).
+**
+** An IndexFile `<root>/index/<yyyyMMddHHmmssSSS>` is a fixed-size hash
+** table, big-endian, byte-for-byte RocketMQ's layout:
+**   header (40): beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset
+**                (int64 each), hashSlotCount, indexCount (int32 each)
+**   slots: slot_num int32, each the newest item number of its chain (0: empty)
+**   items: index_num * 20 bytes; item k (k >= 1, item 0 is never used) is
+**          keyHash int32, phyOffset int64, timeDiff int32 (seconds from
+**          beginTimestamp), prevIndex int32 (0 ends the chain)
+** so its size is 40 + slot_num*4 + index_num*20 and it holds index_num - 1
+** items. The key of an item is "topic#key"; its hash is rmq_index_key_hash
+** (abs of Java's String.hashCode, MIN_VALUE -> 0), its slot hash % slot_num.
+**
+** Threads: one writer (the dispatcher) calls rmq_index_service_build; any
+** number of readers query. A reader follows a slot's chain without a lock:
+** the writer fills an item before it stores the item's number in the slot
+** (a release store; readers load slots with acquire), and the header values
+** readers use are atomics. The service's file list is guarded by a rwlock
+** that a query holds while it walks the files (as RocketMQ does), so
+** delete_expired never unmaps a file under a reader.
+**
+** Index look-ups compare hashes only: different keys with the same hash
+** (collisions) come back too, as in RocketMQ. THE CALLER must read each
+** message and keep those whose topic and KEYS/UNIQ_KEY really match.
+*/
+#ifndef RMQ_INDEX_FILE_H
+#define RMQ_INDEX_FILE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "mapped_file.h"
+#include "rmq_err.h"
+
+#define RMQ_INDEX_HEADER_SIZE 40
+#define RMQ_INDEX_SLOT_SIZE 4
+#define RMQ_INDEX_ITEM_SIZE 20
+#define RMQ_INDEX_DEFAULT_SLOTS 5000000
+#define RMQ_INDEX_DEFAULT_ENTRIES 20000000
+
+typedef struct rmq_index_header {
+  int64_t begin_timestamp;
+  int64_t end_timestamp;
+  int64_t begin_phy_offset;
+  int64_t end_phy_offset;
+  int32_t hash_slot_count;
+  int32_t index_count;  /* the next item number; 1 in a file without items */
+} rmq_index_header;
+
+typedef struct rmq_index_file {
+  rmq_mapped_file *mf;  /* the whole file, mapped from offset 0 */
+  int32_t slot_num;
+  int32_t index_num;
+  _Atomic int64_t begin_timestamp;
+  _Atomic int64_t end_timestamp;
+  _Atomic int64_t begin_phy_offset;
+  _Atomic int64_t end_phy_offset;
+  atomic_int hash_slot_count;
+  atomic_int index_count;
+} rmq_index_file;
+
+/* 40 + slot_num*4 + index_num*20, or -1 when a count is out of range or it exceeds INT32_MAX. */
+int64_t rmq_index_file_size(int32_t slot_num, int32_t index_num);
+
+/*
+** Create a new index file at path (which must not exist). A file rolled
+** after a full one gets begin/end phy offset := prev_end_phy_offset and
+** begin/end timestamp := prev_end_timestamp when they are > 0 (RocketMQ's
+** IndexFile constructor; see rmq_index_file_put_key). Errors: RMQ_EINVAL
+** (sizes), RMQ_EIO, RMQ_ENOMEM.
+*/
+int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
+                          int64_t prev_end_phy_offset, int64_t prev_end_timestamp,
+                          rmq_index_file **out, rmq_err *err);
+/*
+** Open an existing index file and read its header (indexCount <= 0 reads as
+** 1). Errors: RMQ_ECORRUPT when the size does not match slot_num/index_num
+** (naming both settings) or indexCount exceeds index_num; RMQ_EIO; RMQ_ENOMEM.
+*/
+int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
+                        rmq_index_file **out, rmq_err *err);
+/* Unmap (after the last reader) and free; unlink the file too if asked. */
+void rmq_index_file_close(rmq_index_file *f, bool unlink_file);
+
+const char *rmq_index_file_path(const rmq_index_file *f);
+void rmq_index_file_header(rmq_index_file *f, rmq_index_header *out);
+/* indexCount >= index_num: no room for another item. */
+bool rmq_index_file_is_full(rmq_index_file *f);
+
+/*
+** putKey (spec §6.3) with the key's hash: write item indexCount (timeDiff
+** from the CURRENT beginTimestamp, 0 while it is <= 0, clamped to
+** [0, INT32_MAX]), chain it in its slot, then update the header; the first
+** item sets beginPhyOffset/beginTimestamp after its timeDiff was computed.
+** False when the file is full or read-only (nothing written).
+*/
+bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_offset,
+                            int64_t store_timestamp);
+
+/*
+** selectPhyOffset (spec §6.5): walk the chain of key_hash's slot, newest
+** first, appending to out[*count] the phyOffset of every item whose hash
+** equals key_hash and whose time (beginTimestamp + timeDiff*1000) is within
+** [begin, end], until *count reaches max_num. Stops at an item older than
+** begin. A damaged chain (an item number out of range or not decreasing)
+** ends the walk.
+*/
+void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
+                           int64_t end, int64_t *out, int *count);
+
+/* isTimeMatched (IF 168-173): does [begin, end] overlap the file's time range? */
+bool rmq_index_file_time_matched(rmq_index_file *f, int64_t begin, int64_t end);
+
+/* msync the whole file. RMQ_EIO with the path on failure. */
+int rmq_index_file_flush(rmq_index_file *f, rmq_err *err);
+
+/* ---------------------------------------------------------------------- */
+
+/* The dispatch fields the index needs (DispatchRequest). Strings need no NUL. */
+typedef struct rmq_index_request {
+  const char *topic;
+  size_t topic_len;
+  int64_t commit_log_offset;
+  int64_t store_timestamp;
+  int32_t sys_flag;
+  const char *keys;      /* the KEYS property, NULL when absent */
+  size_t keys_len;
+  const char *uniq_key;  /* the UNIQ_KEY property, NULL when absent */
+  size_t uniq_key_len;
+} rmq_index_request;
+
+typedef struct rmq_index_service {
+  char *dir;                   /* <root>/index */
+  int32_t slot_num;
+  int32_t index_num;
+  bool writable;
+  rmq_checkpoint *checkpoint;  /* may be NULL */
+  pthread_rwlock_t lock;       /* guards files/count/cap */
+  rmq_index_file **files;      /* oldest first (name order) */
+  int count, cap;
+} rmq_index_service;
+
+/*
+** Set up the service for <root>/index; nothing is read or created yet.
+** Errors: RMQ_EINVAL when slot_num < 1, index_num < 2 or the file size
+** exceeds INT32_MAX (naming index_slots / index_entries); RMQ_ENOMEM.
+*/
+int rmq_index_service_init(rmq_index_service *s, const char *root, int32_t slot_num,
+                           int32_t index_num, bool writable, rmq_checkpoint *checkpoint,
+                           rmq_err *err);
+/* Close every file (nothing is deleted) and free the list. */
+void rmq_index_service_destroy(rmq_index_service *s);
+
+/*
+** Load the 17-digit-named files of the directory in name order (spec §6.7).
+** After an abnormal exit (!last_exit_ok) a writable service deletes every
+** file whose endTimestamp > checkpoint indexMsgTimestamp (0 without a
+** checkpoint), so that dispatch rebuilds them; a read-only service keeps
+** them, as they are the best index it can have.
+*/
+int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err);
+
+/*
+** buildIndex (spec §6.4) for one dispatched record: skip it when its offset
+** is below the current file's endPhyOffset (already indexed) or it is a
+** ROLLBACK; else index topic#UNIQ_KEY, then topic#token for each non-empty
+** space-separated token of KEYS. A full file rolls to a new one named by the
+** local time now (bumped past existing names), which starts at the full
+** file's end values; the full file is then flushed, and the checkpoint's
+** indexMsgTimestamp := its endTimestamp is flushed. Errors: RMQ_EINVAL
+** (read-only), RMQ_EIO / RMQ_ENOMEM (creating or flushing a file).
+*/
+int rmq_index_service_build(rmq_index_service *s, const rmq_index_request *req, rmq_err *err);
+
+/*
+** queryOffset (spec §6.6): the phy offsets of items with the hash of
+** topic#key and a time in [begin, end], from the newest file to the oldest,
+** at most max_num (RocketMQ's caller caps it at maxMsgsNumBatch, 64), sorted
+** ascending into offsets[0..*count). Duplicates are kept. Collisions are
+** included: the caller filters (see the file header).
+*/
+int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,
+                            const char *key, size_t key_len, int max_num, int64_t begin,
+                            int64_t end, int64_t *offsets, int *count, rmq_err *err);
+
+/*
+** deleteExpiredFile (spec §6.7): delete the oldest files, never the newest,
+** while their endPhyOffset < commitlog_min_offset. Returns how many.
+*/
+int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset);
+
+/* msync every file; stops at the first failure. */
+int rmq_index_service_flush(rmq_index_service *s, rmq_err *err);
+
+/* Number of files, and a copy of file i's header and name; false if i is out of range. */
+int rmq_index_service_count(rmq_index_service *s);
+bool rmq_index_service_file_info(rmq_index_service *s, int i, rmq_index_header *header,
+                                 char name[18]);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+** reput.c: ReputMessageService (see reput.h).
+*/
+#include "reput.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service_thread.h"
+
+struct rmq_reput_service {
+  rmq_commitlog *cl;
+  rmq_cq_table *cqs;
+  rmq_index_service *index;
+  rmq_checkpoint *cp;
+  rmq_service_thread thread;
+  _Atomic int64_t reput_from_offset;
+  _Atomic int64_t skipped;
+  atomic_bool failed;
+  pthread_mutex_t mu;       /* guards nothing but the progress condition */
+  pthread_cond_t progress;
+};
+
+static bool is_type(int32_t sys_flag, int32_t type) {
+  return (sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK) == type;
+}
+
+static int build_consume_queue(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
+  if (!is_type(m->sys_flag, RMQ_SYSFLAG_TRANSACTION_NOT_TYPE) &&
+      !is_type(m->sys_flag, RMQ_SYSFLAG_TRANSACTION_COMMIT)) {
+    return RMQ_OK;
+  }
+  char topic[RMQ_MAX_TOPIC_LEN + 1];
+  if (m->topic_len > RMQ_MAX_TOPIC_LEN) {
+    return rmq_err_set(err, RMQ_ECORRUPT, "record at %lld has a %d-byte topic",
+                       (long long)m->physical_offset, m->topic_len);
+  }
+  memcpy(topic, m->topic, (size_t)m->topic_len);
+  topic[m->topic_len] = '\0';
+  rmq_consume_queue *cq = rmq_cq_table_find(r->cqs, topic, m->queue_id);
+  if (!cq && rmq_cq_table_find_or_create(r->cqs, topic, m->queue_id, &cq, err) != RMQ_OK) {
+    return err->code;
+  }
+  return rmq_cq_put(cq, m->physical_offset, m->total_size, rmq_commitlog_tags_code(r->cl, m),
+                    m->store_timestamp, m->queue_offset, r->cp, err);
+}
+
+static int build_index(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
+  if (!r->index) return RMQ_OK;
+  rmq_index_request q = {
+      .topic = m->topic,
+      .topic_len = (size_t)m->topic_len,
+      .commit_log_offset = m->physical_offset,
+      .store_timestamp = m->store_timestamp,
+      .sys_flag = m->sys_flag,
+  };
+  q.keys = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_KEYS,
+                              &q.keys_len);
+  q.uniq_key = rmq_properties_get(m->properties, (size_t)m->properties_len,
+                                  RMQ_PROPERTY_UNIQ_KEY, &q.uniq_key_len);
+  return rmq_index_service_build(r->index, &q, err);
+}
+
+int rmq_reput_dispatch(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
+  int rc = build_consume_queue(r, m, err);
+  if (rc == RMQ_OK) rc = build_index(r, m, err);
+  return rc;
+}
+
+static void publish(rmq_reput_service *r, int64_t offset) {
+  pthread_mutex_lock(&r->mu);
+  atomic_store_explicit(&r->reput_from_offset, offset, memory_order_release);
+  pthread_cond_broadcast(&r->progress);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void fail(rmq_reput_service *r, const rmq_err *err) {
+  char why[600];
+  snprintf(why, sizeof why, "dispatch to the consume queues and index failed: %s", err->msg);
+  rmq_commitlog_poison(r->cl, why);
+  atomic_store(&r->failed, true);
+  publish(r, atomic_load(&r->reput_from_offset)); /* wake waiters so they see it */
+}
+
+/*
+** Dispatch the records of one segment's readable bytes from offset; returns
+** the offset reached (the next segment's start after a BLANK).
+*/
+static int64_t reput_segment(rmq_reput_service *r, int64_t offset, bool *stop) {
+  rmq_commitlog_ref ref;
+  if (rmq_commitlog_get_data(r->cl, offset, &ref) != RMQ_OK) {
+    *stop = true;
+    return offset;
+  }
+  size_t pos = 0;
+  while (pos < ref.avail) {
+    rmq_message m;
+    rmq_decode_status s = rmq_message_decode(ref.data + pos, ref.avail - pos, false, &m);
+    if (s == RMQ_DECODE_BLANK) {
+      offset = rmq_commitlog_roll_next(r->cl, offset);
+      pos = 0;
+      break;
+    }
+    if (s != RMQ_DECODE_OK) {
+      /* Written bytes that are no record: RocketMQ's master skips the rest of the buffer. */
+      atomic_fetch_add(&r->skipped, 1);
+      offset += (int64_t)ref.avail;
+      pos = 0;
+      break;
+    }
+    rmq_err err = {0};
+    if (rmq_reput_dispatch(r, &m, &err) != RMQ_OK) {
+      fail(r, &err);
+      *stop = true;
+      break;
+    }
+    pos += (size_t)m.total_size;
+  }
+  rmq_commitlog_ref_release(&ref);
+  return offset + (int64_t)pos;
+}
+
+static void do_reput(rmq_reput_service *r) {
+  int64_t offset = atomic_load(&r->reput_from_offset);
+  int64_t min = rmq_commitlog_min_offset(r->cl);
+  if (offset < min) offset = min;
+  bool stop = false;
+  while (!stop && !atomic_load(&r->failed) && offset < rmq_commitlog_max_offset(r->cl)) {
+    int64_t next = reput_segment(r, offset, &stop);
+    if (next != offset) publish(r, next);
+    offset = next;
+  }
+}
+
+static void reput_run(rmq_service_thread *st) {
+  rmq_reput_service *r = st->arg;
+  while (!rmq_service_thread_stopped(st)) {
+    do_reput(r);
+    rmq_service_thread_wait(st, 1000);
+  }
+  do_reput(r); /* what was appended before shutdown */
+}
+
+rmq_reput_service *rmq_reput_new(rmq_commitlog *cl, rmq_cq_table *cqs, rmq_index_service *index,
+                                 rmq_checkpoint *cp, rmq_err *err) {
+  rmq_reput_service *r = calloc(1, sizeof *r);
+  if (!r) {
+    rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    return NULL;
+  }
+  r->cl = cl;
+  r->cqs = cqs;
+  r->index = index;
+  r->cp = cp;
+  pthread_mutex_init(&r->mu, NULL);
+  rmq_cond_init_monotonic(&r->progress);
+  rmq_service_thread_init(&r->thread, "ReputMessageService", reput_run, r);
+  return r;
+}
+
+int rmq_reput_start(rmq_reput_service *r, int64_t from_offset, rmq_err *err) {
+  atomic_store(&r->reput_from_offset, from_offset);
+  return rmq_service_thread_start(&r->thread, err);
+}
+
+void rmq_reput_free(rmq_reput_service *r) {
+  if (!r) return;
+  rmq_service_thread_shutdown(&r->thread);
+  pthread_cond_destroy(&r->progress);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+void rmq_reput_wakeup(rmq_reput_service *r) { rmq_service_thread_wakeup(&r->thread); }
+
+int64_t rmq_reput_offset(rmq_reput_service *r) {
+  return atomic_load_explicit(&r->reput_from_offset, memory_order_acquire);
+}
+
+int64_t rmq_reput_behind(rmq_reput_service *r) {
+  int64_t behind = rmq_commitlog_max_offset(r->cl) - rmq_reput_offset(r);
+  return behind > 0 ? behind : 0;
+}
+
+int64_t rmq_reput_skipped(rmq_reput_service *r) { return atomic_load(&r->skipped); }
+
+int rmq_reput_wait_for(rmq_reput_service *r, int64_t offset, int timeout_ms, rmq_err *err) {
+  struct timespec deadline;
+  rmq_deadline_in(&deadline, timeout_ms);
+  pthread_mutex_lock(&r->mu);
+  int wait_rc = 0;
+  while (rmq_reput_offset(r) < offset && !atomic_load(&r->failed) && wait_rc == 0) {
+    wait_rc = pthread_cond_timedwait(&r->progress, &r->mu, &deadline);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (rmq_reput_offset(r) >= offset) return RMQ_OK;
+  if (atomic_load(&r->failed)) {
+    return rmq_err_set(err, RMQ_EPOISONED, "dispatch stopped: %s", r->cl->poison_msg);
+  }
+  return rmq_err_set(err, RMQ_ETIMEOUT, "dispatch did not reach offset %lld within %d ms",
+                     (long long)offset, timeout_ms);
+}
+
+int64_t rmq_reput_wait_progress(rmq_reput_service *r, int64_t seen, int timeout_ms) {
+  struct timespec deadline;
+  rmq_deadline_in(&deadline, timeout_ms);
+  pthread_mutex_lock(&r->mu);
+  int wait_rc = 0;
+  while (rmq_reput_offset(r) <= seen && !atomic_load(&r->failed) && wait_rc == 0) {
+    wait_rc = pthread_cond_timedwait(&r->progress, &r->mu, &deadline);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rmq_reput_offset(r);
+}

@@ -1,0 +1,653 @@
+/*
+** test_consume_queue.c: ConsumeQueue and the consume-queue table
+** (engine/consume_queue.h) on tiny segments of 5 entries (100 bytes), so
+** that every operation crosses segment boundaries.
+**
+** Entry i of a queue written by put_range() has commitLogOffset 100*i,
+** size 50+i and tagsCode i; the fake CommitLog gives it store time
+** 1000 + 10*i.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "consume_queue.h"
+#include "io.h"
+
+#define PER_FILE 5
+#define FILE_BYTES (PER_FILE * RMQ_CQ_UNIT_SIZE)
+
+static char root[64];
+
+static void make_root(void) {
+  snprintf(root, sizeof root, "/tmp/rmq-cq-XXXXXX");
+  if (mkdtemp(root) == NULL) {
+    perror("mkdtemp");
+    exit(2);
+  }
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void remove_root(void) { nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+static bool exists(const char *fmt, const char *a) {
+  char path[512];
+  snprintf(path, sizeof path, fmt, root, a);
+  return access(path, F_OK) == 0;
+}
+
+static rmq_consume_queue *open_cq(const char *topic, int32_t qid, bool writable) {
+  rmq_err err = {0};
+  rmq_consume_queue *cq = NULL;
+  int rc = rmq_cq_open(root, topic, qid, PER_FILE, writable, &cq, &err);
+  CHECK_EQ_INT(rc, RMQ_OK);
+  if (rc != RMQ_OK) fprintf(stderr, "  %s\n", err.msg);
+  return cq;
+}
+
+static void put_range(rmq_consume_queue *cq, int64_t from, int64_t to) {
+  for (int64_t i = from; i < to; i++) {
+    rmq_err err = {0};
+    int rc = rmq_cq_put(cq, 100 * i, (int32_t)(50 + i), i, 1000 + 10 * i, i, NULL, &err);
+    if (rc != RMQ_OK) {
+      CHECK_EQ_INT(rc, RMQ_OK);
+      fprintf(stderr, "  put %lld: %s\n", (long long)i, err.msg);
+      return;
+    }
+  }
+}
+
+/* Every entry in [from, to) reads back as put_range wrote it. */
+static void check_entries(rmq_consume_queue *cq, int64_t from, int64_t to) {
+  int bad = 0;
+  for (int64_t i = from; i < to; i++) {
+    rmq_err err = {0};
+    rmq_cq_entry e;
+    if (rmq_cq_get(cq, i, &e, &err) != RMQ_OK || e.phy_offset != 100 * i ||
+        e.size != 50 + i || e.tags_code != i) {
+      bad++;
+    }
+  }
+  CHECK_EQ_INT(bad, 0);
+}
+
+/* Store time of the fake CommitLog; ctx, when set, names an offset whose read fails. */
+static int64_t fake_store_time(void *ctx, int64_t phy_offset, int32_t size) {
+  if (ctx && *(int64_t *)ctx == phy_offset) return -1;
+  if (size != 50 + phy_offset / 100) return -1;
+  return 1000 + phy_offset / 100 * 10;
+}
+
+static void test_put_get_iterate(void) {
+  rmq_consume_queue *cq = open_cq("TopicA", 0, true);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 0);
+  CHECK(!exists("%s/consumequeue/%s", "TopicA")); /* nothing on disk before a put */
+  put_range(cq, 0, 23);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 0);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 23);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 2200 + 72);
+  CHECK_EQ_INT(rmq_mfq_count(&cq->mfq), 5);
+  CHECK(exists("%s/consumequeue/%s/0/00000000000000000000", "TopicA"));
+  CHECK(exists("%s/consumequeue/%s/0/00000000000000000400", "TopicA"));
+  check_entries(cq, 0, 23);
+
+  rmq_err err = {0};
+  rmq_cq_entry e;
+  CHECK_EQ_INT(rmq_cq_get(cq, 23, &e, &err), RMQ_ENOTFOUND);
+  CHECK(strstr(err.msg, "TopicA/0") && strstr(err.msg, "[0, 23)"));
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_get(cq, -1, &e, &err), RMQ_ENOTFOUND);
+
+  /* Raw bytes of entry 6: second segment, position 20 (spec §5.1). */
+  rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, 6 * 20);
+  static const uint8_t want[20] = {0, 0, 0, 0, 0, 0, 0x02, 0x58, 0, 0, 0, 56, 0, 0, 0, 0, 0, 0, 0, 6};
+  CHECK(mf && memcmp(mf->mapped + 20, want, 20) == 0);
+  if (mf) rmq_mapped_file_release(mf);
+
+  rmq_cq_iter it;
+  int n = 0, order_ok = 1;
+  rmq_cq_iter_start(&it, cq, 0);
+  while (rmq_cq_iter_next(&it, &e)) {
+    if (e.phy_offset != 100 * n || it.offset != n + 1) order_ok = 0;
+    n++;
+  }
+  CHECK_EQ_INT(n, 23);
+  CHECK(order_ok);
+  /* A live iterator sees entries appended after it reached the end. */
+  put_range(cq, 23, 26);
+  CHECK(rmq_cq_iter_next(&it, &e) && e.phy_offset == 2300);
+  rmq_cq_iter_stop(&it);
+
+  rmq_cq_iter_start(&it, cq, 11);
+  n = 0;
+  while (rmq_cq_iter_next(&it, &e)) n++;
+  rmq_cq_iter_stop(&it);
+  CHECK_EQ_INT(n, 15);
+  rmq_cq_iter_start(&it, cq, 1000);
+  CHECK(!rmq_cq_iter_next(&it, &e));
+  rmq_cq_iter_stop(&it);
+
+  CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_OK);
+  rmq_cq_close(cq);
+}
+
+static void test_pre_fill(void) {
+  rmq_consume_queue *cq = open_cq("TopicP", 2, true);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_put(cq, 700, 57, 7, 1070, 7, NULL, &err), RMQ_OK);
+  /* 7*20 = 140: the first segment starts at 100, entries 5 and 6 are pre-blank. */
+  CHECK(exists("%s/consumequeue/%s/2/00000000000000000100", "TopicP"));
+  CHECK(!exists("%s/consumequeue/%s/2/00000000000000000000", "TopicP"));
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 7);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
+  static const uint8_t blank[20] = {0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF,
+                                    0, 0, 0, 0, 0, 0, 0, 0};
+  rmq_mapped_file *mf = rmq_mfq_first(&cq->mfq);
+  CHECK(mf && memcmp(mf->mapped, blank, 20) == 0 && memcmp(mf->mapped + 20, blank, 20) == 0);
+  if (mf) rmq_mapped_file_release(mf);
+
+  rmq_cq_entry e;
+  CHECK_EQ_INT(rmq_cq_get(cq, 6, &e, &err), RMQ_ENOTFOUND);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_get(cq, 7, &e, &err), RMQ_OK);
+  CHECK_EQ_INT(e.phy_offset, 700);
+  rmq_cq_iter it;
+  rmq_cq_iter_start(&it, cq, 0);
+  CHECK(rmq_cq_iter_next(&it, &e) && e.phy_offset == 700 && it.offset == 8);
+  rmq_cq_iter_stop(&it);
+  put_range(cq, 8, 12);
+  CHECK(exists("%s/consumequeue/%s/2/00000000000000000200", "TopicP"));
+  check_entries(cq, 8, 12);
+  rmq_cq_close(cq);
+
+  /* After a restart the fillers are neither the min offset nor the max physic offset. */
+  cq = open_cq("TopicP", 2, true);
+  rmq_cq_recover(cq);
+  rmq_cq_correct_min_offset(cq, 0);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 7);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 12);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 1100 + 61);
+  rmq_cq_close(cq);
+}
+
+static void test_duplicates_and_gaps(void) {
+  rmq_checkpoint cp;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_checkpoint_open(&cp, root, true, &err), RMQ_OK);
+  rmq_consume_queue *cq = open_cq("TopicD", 0, true);
+  put_range(cq, 0, 6);
+  CHECK_EQ_INT(rmq_cq_put(cq, 600, 56, 6, 987654, 6, &cp, &err), RMQ_OK);
+  CHECK_EQ_INT(atomic_load(&cp.logics_msg_timestamp), 987654);
+  /* Re-dispatch of a record already in the queue: skipped by the physic guard. */
+  CHECK_EQ_INT(rmq_cq_put(cq, 500, 55, 5, 1, 5, &cp, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 7);
+  CHECK_EQ_INT(atomic_load(&cp.logics_msg_timestamp), 987654);
+  /* A queue offset below the tail: skipped by the logic guard. */
+  CHECK_EQ_INT(rmq_cq_put(cq, 5000, 10, 0, 2, 3, &cp, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 7);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 656);
+  /* A queue offset past the tail: appended at the tail, as RocketMQ does, and counted. */
+  CHECK_EQ_INT(rmq_cq_put(cq, 900, 59, 9, 3, 9, &cp, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
+  CHECK_EQ_INT(atomic_load(&cq->logic_gaps), 1);
+  rmq_cq_entry e;
+  CHECK(rmq_cq_get(cq, 7, &e, &err) == RMQ_OK && e.phy_offset == 900);
+  /* Entries that are not records are refused. */
+  CHECK_EQ_INT(rmq_cq_put(cq, 1000, 0, 0, 4, 8, &cp, &err), RMQ_EINVAL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_put(cq, 1000, 10, 0, 4, -1, &cp, &err), RMQ_EINVAL);
+  rmq_cq_close(cq);
+  rmq_checkpoint_close(&cp);
+}
+
+static void test_recover(void) {
+  rmq_consume_queue *cq = open_cq("TopicR", 1, true);
+  put_range(cq, 0, 23);
+  rmq_cq_close(cq);
+  /* An all-zero segment after the end, as a crash can leave behind. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/TopicR/1/00000000000000000500", root);
+  int fd = open(path, O_CREAT | O_WRONLY, 0644);
+  CHECK(fd >= 0 && ftruncate(fd, FILE_BYTES) == 0);
+  close(fd);
+
+  /* Read-only: the end is found, and nothing on disk changes. */
+  cq = open_cq("TopicR", 1, false);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 30); /* loaded segments count as full */
+  rmq_cq_recover(cq);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 23);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 2200 + 72);
+  CHECK_EQ_INT(rmq_mfq_count(&cq->mfq), 5);
+  CHECK(access(path, F_OK) == 0);
+  check_entries(cq, 0, 23);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_put(cq, 2300, 73, 23, 0, 23, NULL, &err), RMQ_EINVAL);
+  rmq_cq_truncate_dirty(cq, 1000);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 10);
+  CHECK(exists("%s/consumequeue/%s/1/00000000000000000400", "TopicR"));
+  rmq_cq_close(cq);
+
+  /* Writable: the trailing segment is deleted; the queue goes on at 23. */
+  cq = open_cq("TopicR", 1, true);
+  rmq_cq_recover(cq);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 23);
+  CHECK(access(path, F_OK) != 0);
+  put_range(cq, 23, 27);
+  check_entries(cq, 0, 27);
+  rmq_cq_close(cq);
+  cq = open_cq("TopicR", 1, true);
+  rmq_cq_recover(cq);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 27);
+  rmq_cq_close(cq);
+
+  /* A segment of the wrong size is a load error naming it. */
+  snprintf(path, sizeof path, "%s/consumequeue/TopicR/1/00000000000000000600", root);
+  fd = open(path, O_CREAT | O_WRONLY, 0644);
+  CHECK(fd >= 0 && ftruncate(fd, 99) == 0);
+  close(fd);
+  cq = NULL;
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicR", 1, PER_FILE, true, &cq, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "00000000000000000600") != NULL);
+  CHECK(cq == NULL);
+  unlink(path);
+}
+
+static void test_truncate_dirty(void) {
+  rmq_consume_queue *cq = open_cq("TopicT", 0, true);
+  put_range(cq, 0, 23);
+  /* Cut inside the 4th segment: entries 0..15 stay, the 5th segment goes. */
+  rmq_cq_truncate_dirty(cq, 1550);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 16);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 1500 + 65);
+  CHECK(!exists("%s/consumequeue/%s/0/00000000000000000400", "TopicT"));
+  check_entries(cq, 0, 16);
+  /* Cut exactly at a segment start: two segments go, the 2nd stays full. */
+  rmq_cq_truncate_dirty(cq, 1000);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 10);
+  CHECK_EQ_INT(rmq_mfq_count(&cq->mfq), 2);
+  CHECK(!exists("%s/consumequeue/%s/0/00000000000000000200", "TopicT"));
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 900 + 59);
+  /* Past the end: nothing is cut. */
+  rmq_cq_truncate_dirty(cq, 1 << 30);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 10);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 959);
+  /* The queue goes on where it was cut, overwriting the stale bytes. */
+  put_range(cq, 10, 14);
+  check_entries(cq, 0, 14);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 14);
+  rmq_cq_truncate_dirty(cq, 0);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 0);
+  CHECK_EQ_INT(rmq_mfq_count(&cq->mfq), 0);
+  CHECK(!exists("%s/consumequeue/%s/0/00000000000000000000", "TopicT"));
+  put_range(cq, 0, 3);
+  check_entries(cq, 0, 3);
+  rmq_cq_close(cq);
+}
+
+static void test_min_and_expiry(void) {
+  rmq_consume_queue *cq = open_cq("TopicE", 0, true);
+  put_range(cq, 0, 23);
+  rmq_cq_correct_min_offset(cq, 450); /* nothing in the first segment qualifies */
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 0);
+  rmq_cq_correct_min_offset(cq, 250);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 3);
+  rmq_err err = {0};
+  rmq_cq_entry e;
+  CHECK_EQ_INT(rmq_cq_get(cq, 2, &e, &err), RMQ_ENOTFOUND);
+
+  /* Segments whose last entry is below 1250: [0,5) and [5,10). */
+  CHECK_EQ_INT(rmq_cq_delete_expired(cq, 1250), 2);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 13);
+  CHECK(!exists("%s/consumequeue/%s/0/00000000000000000000", "TopicE"));
+  CHECK(!exists("%s/consumequeue/%s/0/00000000000000000100", "TopicE"));
+  CHECK(exists("%s/consumequeue/%s/0/00000000000000000200", "TopicE"));
+  rmq_cq_iter it;
+  rmq_cq_iter_start(&it, cq, 0);
+  CHECK(rmq_cq_iter_next(&it, &e) && e.phy_offset == 1300);
+  rmq_cq_iter_stop(&it);
+  check_entries(cq, 13, 23);
+  /* The last segment is never deleted, even when all of it is old. */
+  CHECK_EQ_INT(rmq_cq_delete_expired(cq, 1 << 30), 2);
+  CHECK_EQ_INT(rmq_mfq_count(&cq->mfq), 1);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 23);
+  rmq_cq_close(cq);
+
+  /* An iterator holds its segment while the clean service deletes it. */
+  cq = open_cq("TopicE", 1, true);
+  put_range(cq, 0, 12);
+  rmq_cq_iter_start(&it, cq, 1);
+  CHECK(rmq_cq_iter_next(&it, &e) && e.phy_offset == 100);
+  CHECK_EQ_INT(rmq_cq_delete_expired(cq, 1000), 2);
+  int n = 0;
+  int64_t last = -1;
+  while (rmq_cq_iter_next(&it, &e)) n++, last = e.phy_offset;
+  rmq_cq_iter_stop(&it);
+  CHECK_EQ_INT(n, 3 + 2); /* 2..4 from the held segment, then 10..11 */
+  CHECK_EQ_INT(last, 1100);
+  rmq_cq_close(cq);
+}
+
+static void set_mtime(const char *topic, const char *name, int64_t ms) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/%s/0/%s", root, topic, name);
+  struct timespec ts[2] = {{ms / 1000, (ms % 1000) * 1000000}, {ms / 1000, (ms % 1000) * 1000000}};
+  CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0);
+}
+
+static int64_t by_time(rmq_consume_queue *cq, int64_t t, int64_t cl_min) {
+  rmq_err err = {0};
+  int64_t out = -99;
+  int rc = rmq_cq_offset_by_time(cq, t, cl_min, fake_store_time, NULL, &out, &err);
+  CHECK_EQ_INT(rc, RMQ_OK);
+  return out;
+}
+
+static int64_t first_at(rmq_consume_queue *cq, int64_t t, int64_t cl_min) {
+  rmq_err err = {0};
+  int64_t out = -99;
+  int rc = rmq_cq_first_offset_at_or_after_time(cq, t, cl_min, fake_store_time, NULL, &out,
+                                                &err);
+  CHECK_EQ_INT(rc, RMQ_OK);
+  return out;
+}
+
+static void test_time_search(void) {
+  rmq_consume_queue *cq = open_cq("TopicS", 0, true);
+  rmq_err err = {0};
+  int64_t out = -1;
+  CHECK_EQ_INT(rmq_cq_offset_by_time(cq, 1000, 0, fake_store_time, NULL, &out, &err), RMQ_OK);
+  CHECK_EQ_INT(out, 0);
+  CHECK_EQ_INT(first_at(cq, 1000, 0), 0);
+  put_range(cq, 0, 23);
+
+  /* Every segment was modified "now", long after 1970: the first one is searched. */
+  CHECK_EQ_INT(by_time(cq, 1020, 0), 2);   /* exact */
+  CHECK_EQ_INT(by_time(cq, 1024, 0), 2);   /* nearer to 1020 than to 1030 */
+  CHECK_EQ_INT(by_time(cq, 1025, 0), 2);   /* a tie goes to the earlier one */
+  CHECK_EQ_INT(by_time(cq, 1026, 0), 3);
+  CHECK_EQ_INT(by_time(cq, 500, 0), 0);
+  CHECK_EQ_INT(by_time(cq, 99999, 0), 4);  /* RocketMQ stays in the chosen segment */
+  CHECK_EQ_INT(by_time(cq, 1000, 250), 3); /* entries 0..2 are below the CommitLog min */
+  CHECK_EQ_INT(by_time(cq, 1000, 100000), 5); /* all too early: past them, not (0-1)/20 */
+
+  CHECK_EQ_INT(first_at(cq, 1020, 0), 2);
+  CHECK_EQ_INT(first_at(cq, 1024, 0), 3);
+  CHECK_EQ_INT(first_at(cq, 1021, 0), 3);
+  CHECK_EQ_INT(first_at(cq, 500, 0), 0);
+  CHECK_EQ_INT(first_at(cq, 1220, 0), 22);
+  CHECK_EQ_INT(first_at(cq, 99999, 0), 23);
+  CHECK_EQ_INT(first_at(cq, 0, 250), 3);
+
+  /* The segment is picked by file mtime (MFQ getMappedFileByTime). */
+  set_mtime("TopicS", "00000000000000000000", 1040);
+  set_mtime("TopicS", "00000000000000000100", 1090);
+  set_mtime("TopicS", "00000000000000000200", 1140);
+  CHECK_EQ_INT(by_time(cq, 1095, 0), 10);
+  CHECK_EQ_INT(by_time(cq, 1112, 0), 11);
+  CHECK_EQ_INT(first_at(cq, 1095, 0), 10);
+
+  /* A store time that cannot be read is an error naming the entry. */
+  int64_t broken = 1100;
+  CHECK_EQ_INT(rmq_cq_offset_by_time(cq, 1112, 0, fake_store_time, &broken, &out, &err),
+               RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "offset 1100") && strstr(err.msg, "TopicS/0 entry 11"));
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_first_offset_at_or_after_time(cq, 1112, 0, fake_store_time, &broken,
+                                                    &out, &err),
+               RMQ_ECORRUPT);
+
+  /* After expiry the search starts at the min offset. */
+  CHECK_EQ_INT(rmq_cq_delete_expired(cq, 1300), 2);
+  CHECK_EQ_INT(first_at(cq, 0, 0), 13);
+  rmq_cq_close(cq);
+}
+
+static void test_invalid_topics(void) {
+  char long_topic[129];
+  memset(long_topic, 'a', 128);
+  long_topic[128] = '\0';
+  const char *bad[] = {"", "..", "a/b", long_topic, "a b", "x.y"};
+  rmq_cq_table *t = NULL;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    rmq_consume_queue *cq = (rmq_consume_queue *)1;
+    rmq_err_clear(&err);
+    CHECK_EQ_INT(rmq_cq_open(root, bad[i], 0, PER_FILE, true, &cq, &err), RMQ_EINVAL);
+    CHECK(cq == NULL);
+    CHECK(strstr(err.msg, "invalid topic") != NULL);
+    rmq_err_clear(&err);
+    CHECK_EQ_INT(rmq_cq_table_find_or_create(t, bad[i], 0, &cq, &err), RMQ_EINVAL);
+    CHECK(rmq_cq_table_find(t, bad[i], 0) == NULL);
+  }
+  rmq_consume_queue *cq = NULL;
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, NULL, 0, PER_FILE, true, &cq, &err), RMQ_EINVAL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, "a/b", 0, PER_FILE, true, &cq, &err), RMQ_EINVAL);
+  CHECK(strstr(err.msg, "\"a/b\"") != NULL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicOk", -1, PER_FILE, true, &cq, &err), RMQ_EINVAL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicOk", 0, 0, true, &cq, &err), RMQ_EINVAL);
+  CHECK(strstr(err.msg, "consumequeue_entries") != NULL);
+  /* The longest valid topic is fine. */
+  long_topic[127] = '\0';
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, long_topic, 0, PER_FILE, true, &cq, &err), RMQ_OK);
+  rmq_cq_close(cq);
+  rmq_cq_table_free(t);
+  /* Nothing was created for any of them. */
+  CHECK(!exists("%s/%s", "a") && !exists("%s/consumequeue/%s", "a") &&
+        !exists("%s/consumequeue/%s", "..b") && !exists("%s/consumequeue/%s", long_topic));
+}
+
+/* ------------------------------------------------------------ the table */
+
+#define THREADS 4
+#define TOPICS 50
+#define QUEUES 4
+
+typedef struct table_arg {
+  rmq_cq_table *t;
+  int seed;
+  rmq_consume_queue *seen[TOPICS * QUEUES];
+  int errors;
+} table_arg;
+
+static void *table_worker(void *p) {
+  table_arg *a = p;
+  for (int n = 0; n < TOPICS * QUEUES; n++) {
+    int k = (n * 7 + a->seed * 31) % (TOPICS * QUEUES); /* each thread in its own order */
+    char topic[32];
+    snprintf(topic, sizeof topic, "Topic%d", k / QUEUES);
+    rmq_err err = {0};
+    rmq_consume_queue *cq = NULL;
+    if (rmq_cq_table_find_or_create(a->t, topic, k % QUEUES, &cq, &err) != RMQ_OK ||
+        rmq_cq_table_find(a->t, topic, k % QUEUES) != cq) {
+      a->errors++;
+    }
+    a->seen[k] = cq;
+  }
+  return NULL;
+}
+
+static void test_table_threads(void) {
+  rmq_cq_table *t = NULL;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  static table_arg args[THREADS];
+  pthread_t tid[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (table_arg){.t = t, .seed = i};
+    pthread_create(&tid[i], NULL, table_worker, &args[i]);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(tid[i], NULL);
+  int errors = 0, mismatch = 0;
+  for (int i = 0; i < THREADS; i++) {
+    errors += args[i].errors;
+    for (int k = 0; k < TOPICS * QUEUES; k++) {
+      if (args[i].seen[k] == NULL || args[i].seen[k] != args[0].seen[k]) mismatch++;
+    }
+  }
+  CHECK_EQ_INT(errors, 0);
+  CHECK_EQ_INT(mismatch, 0);
+  rmq_consume_queue **all = NULL;
+  int n = 0;
+  CHECK_EQ_INT(rmq_cq_table_snapshot(t, &all, &n, &err), RMQ_OK);
+  CHECK_EQ_INT(n, TOPICS * QUEUES);
+  free(all);
+  CHECK(rmq_cq_table_find(t, "Topic3", 9) == NULL);
+  CHECK(rmq_cq_table_find(t, NULL, 0) == NULL);
+  rmq_cq_table_free(t);
+}
+
+static void make_dir(const char *rel) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", root, rel);
+  CHECK(mkdir(path, 0755) == 0 || errno == EEXIST);
+}
+
+static void test_table_load(void) {
+  rmq_err err = {0};
+  rmq_cq_table *t = NULL;
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  rmq_consume_queue *a, *b;
+  CHECK_EQ_INT(rmq_cq_table_find_or_create(t, "L1", 0, &a, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_find_or_create(t, "L1", 3, &b, &err), RMQ_OK);
+  put_range(a, 0, 12);
+  put_range(b, 0, 7);
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &err), RMQ_OK);
+  rmq_cq_table_free(t);
+  /* Directories RocketMQ would not have written are skipped silently. */
+  make_dir("consumequeue/bad.topic");
+  make_dir("consumequeue/bad.topic/0");
+  make_dir("consumequeue/L1/abc");
+  make_dir("consumequeue/L1/01");
+  make_dir("consumequeue/L1/-1");
+  make_dir("consumequeue/L1/99999999999");
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/L1/7", root); /* a file, not a dir */
+  int fd = open(path, O_CREAT | O_WRONLY, 0644);
+  close(fd);
+
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_load(t, &err), RMQ_OK);
+  rmq_consume_queue **all = NULL;
+  int n = 0;
+  CHECK_EQ_INT(rmq_cq_table_snapshot(t, &all, &n, &err), RMQ_OK);
+  free(all);
+  /* The queues of the earlier tests that have files, plus L1/0 and L1/3. */
+  CHECK_EQ_INT(n, 10);
+  a = rmq_cq_table_find(t, "L1", 0);
+  b = rmq_cq_table_find(t, "L1", 3);
+  CHECK(a != NULL && b != NULL);
+  CHECK(rmq_cq_table_find(t, "L1", 1) == NULL);
+  CHECK(rmq_cq_table_find(t, "L1", 7) == NULL);
+  CHECK(rmq_cq_table_find(t, "bad.topic", 0) == NULL);
+  int64_t max = 0;
+  CHECK_EQ_INT(rmq_cq_table_recover(t, &max, &err), RMQ_OK);
+  CHECK(max >= 1100 + 61);
+  CHECK_EQ_INT(rmq_cq_max_offset(a), 12);
+  CHECK_EQ_INT(rmq_cq_max_offset(b), 7);
+  CHECK_EQ_INT(rmq_cq_table_truncate_dirty(t, 500, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(a), 5);
+  CHECK_EQ_INT(rmq_cq_max_offset(b), 5);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(a), 400 + 54);
+  rmq_cq_table_free(t);
+
+  /* An empty store has no queues; the max physic offset is then -1. */
+  char saved[sizeof root];
+  memcpy(saved, root, sizeof root);
+  if (snprintf(root, sizeof root, "%.40s/empty", saved) >= (int)sizeof root) return;
+  mkdir(root, 0755);
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_load(t, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_recover(t, &max, &err), RMQ_OK);
+  CHECK_EQ_INT(max, -1);
+  rmq_cq_table_free(t);
+  memcpy(root, saved, sizeof root);
+}
+
+/* --------------------------------------- one writer, readers meanwhile */
+
+#define LIVE_ENTRIES 3000
+
+static void *live_reader(void *p) {
+  rmq_consume_queue *cq = p;
+  rmq_cq_iter it;
+  rmq_cq_entry e;
+  int64_t n = 0, bad = 0;
+  rmq_cq_iter_start(&it, cq, 0);
+  while (n < LIVE_ENTRIES) {
+    if (!rmq_cq_iter_next(&it, &e)) continue;
+    if (e.phy_offset != 100 * n || e.size != 50 + n) bad++;
+    n++;
+  }
+  rmq_cq_iter_stop(&it);
+  return (void *)(intptr_t)bad;
+}
+
+static void test_live_readers(void) {
+  rmq_consume_queue *cq = open_cq("TopicLive", 0, true);
+  pthread_t tid[2];
+  for (int i = 0; i < 2; i++) pthread_create(&tid[i], NULL, live_reader, cq);
+  put_range(cq, 0, LIVE_ENTRIES);
+  intptr_t bad = 0;
+  for (int i = 0; i < 2; i++) {
+    void *r;
+    pthread_join(tid[i], &r);
+    bad += (intptr_t)r;
+  }
+  CHECK_EQ_INT(bad, 0);
+  rmq_cq_close(cq);
+}
+
+static void test_io_faults(void) {
+  rmq_consume_queue *cq = open_cq("TopicF", 0, true);
+  put_range(cq, 0, 3);
+  rmq_err err = {0};
+  rmq_io_fault(RMQ_IO_MSYNC, 1, EIO, -1);
+  CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_EIO);
+  CHECK(strstr(err.msg, "TopicF") != NULL);
+  rmq_io_fault(RMQ_IO_MSYNC, 0, 0, -1);
+  put_range(cq, 3, 5);
+  rmq_err_clear(&err);
+  rmq_io_fault(RMQ_IO_OPEN, 1, EIO, -1);
+  CHECK_EQ_INT(rmq_cq_put(cq, 500, 55, 5, 0, 5, NULL, &err), RMQ_EIO);
+  rmq_io_fault(RMQ_IO_OPEN, 0, 0, -1);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 5);
+  put_range(cq, 5, 6);
+  check_entries(cq, 0, 6);
+  rmq_cq_close(cq);
+}
+
+int main(void) {
+  make_root();
+  test_put_get_iterate();
+  test_pre_fill();
+  test_duplicates_and_gaps();
+  test_recover();
+  test_truncate_dirty();
+  test_min_and_expiry();
+  test_time_search();
+  test_invalid_topics();
+  test_table_threads();
+  test_table_load();
+  test_live_readers();
+  test_io_faults();
+  remove_root();
+  return check_report();
+}
