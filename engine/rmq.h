@@ -85,6 +85,21 @@ rmq_commitlog *rmq_store_commitlog(rmq_store *s);
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
 rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
+/*
+** Messages of topic whose UNIQ_KEY or one of whose KEYS equals key, stored
+** in [begin, end] (ms), found through the index files newest first (at most
+** max candidates) and re-checked on each record, so a hash collision never
+** returns another key's or another topic's message. offsets[0..*count) is
+** ascending; offsets needs room for max entries.
+*/
+int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
+                        int64_t end, int max, int64_t *offsets, int *count, rmq_err *err);
+/* The queue offset of the first message of (topic, queue_id) stored at or after timestamp. */
+int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queue_id,
+                                   int64_t timestamp, int64_t *queue_offset, rmq_err *err);
+/* Store time of the record at phy_offset, or -1 (a rmq_cq_store_time_fn; store is the rmq_store). */
+int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
+
 /* One sentence on how the last open recovered the store (and what it cut). */
 const char *rmq_store_recovery_report(rmq_store *s);
 

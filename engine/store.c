@@ -409,3 +409,72 @@ rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
 rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
 rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->reput; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
+
+/* ------------------------------------------------------------- queries */
+
+/* Does the record's UNIQ_KEY, or one of its space-separated KEYS, equal key? */
+static bool record_has_key(const rmq_message *m, const char *key, size_t key_len) {
+  size_t n;
+  const char *p = rmq_properties_get(m->properties, (size_t)m->properties_len,
+                                     RMQ_PROPERTY_UNIQ_KEY, &n);
+  if (p && n == key_len && memcmp(p, key, n) == 0) return true;
+  p = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_KEYS, &n);
+  for (const char *end = p + (p ? n : 0); p && p < end;) {
+    const char *sp = memchr(p, ' ', (size_t)(end - p));
+    const char *tok_end = sp ? sp : end;
+    if ((size_t)(tok_end - p) == key_len && memcmp(p, key, key_len) == 0) return true;
+    p = tok_end + 1;
+  }
+  return false;
+}
+
+int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
+                        int64_t end, int max, int64_t *offsets, int *count, rmq_err *err) {
+  size_t topic_len = strlen(topic), key_len = strlen(key);
+  int found = 0;
+  int rc = rmq_index_service_query(&s->index, topic, topic_len, key, key_len, max, begin, end,
+                                   offsets, &found, err);
+  *count = 0;
+  for (int i = 0; rc == RMQ_OK && i < found; i++) {
+    rmq_commitlog_ref ref;
+    rmq_message m;
+    rmq_err e = {0};
+    if (i > 0 && offsets[i] == offsets[i - 1]) continue; /* indexed twice (spec §6.4) */
+    if (rmq_commitlog_read_message(&s->commitlog, offsets[i], false, &ref, &m, &e) != RMQ_OK) {
+      continue; /* expired or cut by recovery since it was indexed */
+    }
+    /* The index compares hashes only: re-check topic and key on the record. */
+    if ((size_t)m.topic_len == topic_len && memcmp(m.topic, topic, topic_len) == 0 &&
+        record_has_key(&m, key, key_len)) {
+      offsets[(*count)++] = offsets[i];
+    }
+    rmq_commitlog_ref_release(&ref);
+  }
+  return rc;
+}
+
+int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size) {
+  rmq_store *s = store;
+  rmq_commitlog_ref ref;
+  int64_t ts = -1;
+  if (rmq_commitlog_get_data(&s->commitlog, phy_offset, &ref) != RMQ_OK) return ts;
+  if (ref.avail >= 8 && (int64_t)ref.avail >= size) {
+    int32_t sys_flag = ref.avail >= RMQ_POS_SYSFLAG + 4 ? rmq_get32(ref.data + RMQ_POS_SYSFLAG) : 0;
+    size_t pos = (size_t)RMQ_POS_STORE_TIMESTAMP(sys_flag);
+    if (pos + 8 <= ref.avail) ts = rmq_get64(ref.data + pos);
+  }
+  rmq_commitlog_ref_release(&ref);
+  return ts;
+}
+
+int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queue_id,
+                                   int64_t timestamp, int64_t *queue_offset, rmq_err *err) {
+  rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, topic, queue_id);
+  if (!cq) {
+    *queue_offset = 0;
+    return RMQ_OK;
+  }
+  return rmq_cq_first_offset_at_or_after_time(cq, timestamp,
+                                              rmq_commitlog_min_offset(&s->commitlog),
+                                              rmq_store_time_at, s, queue_offset, err);
+}

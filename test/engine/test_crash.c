@@ -6,8 +6,10 @@
 ** The child runs three producer threads; after each successful put it
 ** writes (offset, size, thread, seq) to a pipe. The parent reads the pipe
 ** while the child runs, kills it at a random moment, then reopens the store
-** and reads every acknowledged record back. Three rounds share one store,
-** so recovery also runs on a store that was already recovered.
+** and reads every acknowledged record back, finds each by its key through
+** the index, and checks that every consume-queue entry points at a valid
+** record of its topic and queue with contiguous queue offsets. Three rounds
+** share one store, so recovery also runs on a store that was recovered.
 */
 #include <poll.h>
 #include <pthread.h>
@@ -50,9 +52,10 @@ static void *produce(void *p) {
     rmq_put_result r;
     rmq_err err = {0};
     int len = make_body(body, a->round, a->thread, seq);
-    char topic[16];
+    char topic[16], kv[64];
     snprintf(topic, sizeof topic, "Crash%d", a->thread);
-    if (rmq_store_put(a->s, tu_message(&t, topic, seq % 4, body, len, "KEYS=k"), 1, &r, &err) !=
+    snprintf(kv, sizeof kv, "KEYS=r%dt%ds%d", a->round, a->thread, seq);
+    if (rmq_store_put(a->s, tu_message(&t, topic, seq % 4, body, len, kv), 1, &r, &err) !=
         RMQ_OK) {
       continue;
     }
@@ -107,6 +110,54 @@ static int collect(pid_t pid, int fd, int ms, ack *acks, int n) {
   return (int)(have / sizeof(ack));
 }
 
+/* Every acknowledged message is found by its key, and only it. */
+static int verify_keys(rmq_store *s, const ack *acks, int from, int n) {
+  int bad = 0;
+  for (int i = from; i < n; i++) {
+    char topic[16], key[64];
+    int64_t offs[8];
+    int count;
+    rmq_err e = {0};
+    snprintf(topic, sizeof topic, "Crash%d", acks[i].thread);
+    snprintf(key, sizeof key, "r%dt%ds%d", acks[i].round, acks[i].thread, acks[i].seq);
+    rmq_store_query_key(s, topic, key, 0, INT64_MAX, 8, offs, &count, &e);
+    if (count != 1 || offs[0] != acks[i].offset) {
+      if (bad++ < 5) fprintf(stderr, "  key %s found %d times\n", key, count);
+    }
+  }
+  return bad;
+}
+
+/* Each consume-queue entry points at a valid record of its topic and queue, in order. */
+static int verify_queues(rmq_store *s) {
+  int bad = 0;
+  for (int t = 0; t < 3; t++) {
+    for (int q = 0; q < 4; q++) {
+      char topic[16];
+      snprintf(topic, sizeof topic, "Crash%d", t);
+      rmq_consume_queue *cq = rmq_cq_table_find(rmq_store_consume_queues(s), topic, q);
+      if (!cq) continue;
+      for (int64_t i = rmq_cq_min_offset(cq); i < rmq_cq_max_offset(cq); i++) {
+        rmq_cq_entry e;
+        rmq_commitlog_ref ref;
+        rmq_message m;
+        rmq_err err = {0};
+        if (rmq_cq_get(cq, i, &e, &err) != RMQ_OK ||
+            rmq_commitlog_read_message(rmq_store_commitlog(s), e.phy_offset, true, &ref, &m,
+                                       &err) != RMQ_OK) {
+          if (bad++ < 5) fprintf(stderr, "  %s/%d@%lld: %s\n", topic, q, (long long)i, err.msg);
+          continue;
+        }
+        bool ok = m.total_size == e.size && m.queue_id == q && m.queue_offset == i &&
+                  m.topic_len == (int)strlen(topic) && memcmp(m.topic, topic, strlen(topic)) == 0;
+        if (!ok && bad++ < 5) fprintf(stderr, "  %s/%d@%lld: wrong record\n", topic, q, (long long)i);
+        rmq_commitlog_ref_release(&ref);
+      }
+    }
+  }
+  return bad;
+}
+
 static int verify(const char *dir, const ack *acks, int from, int n, int64_t *end) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
@@ -133,6 +184,7 @@ static int verify(const char *dir, const ack *acks, int from, int n, int64_t *en
     }
     rmq_commitlog_ref_release(&ref);
   }
+  missing += verify_keys(s, acks, from, n) + verify_queues(s);
   printf("%s\n", rmq_store_recovery_report(s));
   *end = rmq_commitlog_max_offset(rmq_store_commitlog(s));
   rmq_store_close(s);

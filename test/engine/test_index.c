@@ -1,0 +1,682 @@
+/*
+** test_index.c: IndexFile and IndexService (engine/index_file.h): the spec
+** §15.5 bytes, chains with collisions across many rolled files, time
+** ranges, the prev-file-end quirk, load after an abnormal exit, expiry,
+** file naming, damaged files, and queries while the dispatcher writes.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "index_file.h"
+#include "io.h"
+#include "message.h"
+#include "service_thread.h"
+
+static char root[64];
+
+static void make_root(void) {
+  snprintf(root, sizeof root, "/tmp/rmq-index-XXXXXX");
+  if (mkdtemp(root) == NULL) {
+    perror("mkdtemp");
+    exit(2);
+  }
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void remove_dir(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A fresh store directory under root for one test. */
+static void sub_dir(char *out, size_t cap, const char *name) {
+  snprintf(out, cap, "%s/%s", root, name);
+  mkdir(out, 0755);
+}
+
+static rmq_index_request request(const char *topic, int64_t offset, int64_t ts, int32_t sys_flag,
+                                 const char *keys, const char *uniq) {
+  rmq_index_request r = {
+      .topic = topic,
+      .topic_len = strlen(topic),
+      .commit_log_offset = offset,
+      .store_timestamp = ts,
+      .sys_flag = sys_flag,
+      .keys = keys,
+      .keys_len = keys ? strlen(keys) : 0,
+      .uniq_key = uniq,
+      .uniq_key_len = uniq ? strlen(uniq) : 0,
+  };
+  return r;
+}
+
+static int build(rmq_index_service *s, const char *topic, int64_t offset, int64_t ts,
+                 const char *keys, const char *uniq) {
+  rmq_err err = {0};
+  rmq_index_request r = request(topic, offset, ts, 0, keys, uniq);
+  int rc = rmq_index_service_build(s, &r, &err);
+  if (rc != RMQ_OK) fprintf(stderr, "  build %lld: %s\n", (long long)offset, err.msg);
+  return rc;
+}
+
+static int query(rmq_index_service *s, const char *topic, const char *key, int max,
+                 int64_t begin, int64_t end, int64_t *out) {
+  rmq_err err = {0};
+  int n = -1;
+  int rc = rmq_index_service_query(s, topic, strlen(topic), key, strlen(key), max, begin, end,
+                                   out, &n, &err);
+  CHECK_EQ_INT(rc, RMQ_OK);
+  return n;
+}
+
+static void read_bytes(const char *dir, const char *name, off_t off, uint8_t *buf, size_t n) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/index/%s", dir, name);
+  int fd = open(path, O_RDONLY);
+  CHECK(fd >= 0 && pread(fd, buf, n, off) == (ssize_t)n);
+  if (fd >= 0) close(fd);
+}
+
+static void hex(const char *s, uint8_t *out) {
+  for (size_t i = 0; s[2 * i]; i++) sscanf(s + 2 * i, "%2hhx", &out[i]);
+}
+
+static int init(rmq_index_service *s, const char *dir, int32_t slots, int32_t entries,
+                bool writable, rmq_checkpoint *cp) {
+  rmq_err err = {0};
+  int rc = rmq_index_service_init(s, dir, slots, entries, writable, cp, &err);
+  CHECK_EQ_INT(rc, RMQ_OK);
+  return rc;
+}
+
+/* ------------------------------------------------------ spec §15.5 */
+
+static void test_vector(void) {
+  char dir[128];
+  sub_dir(dir, sizeof dir, "vector");
+  rmq_index_service s;
+  init(&s, dir, RMQ_INDEX_DEFAULT_SLOTS, RMQ_INDEX_DEFAULT_ENTRIES, true, NULL);
+  CHECK_EQ_INT(rmq_index_key_hash("TopicTest", 9, "order-1", 7), 1829193424);
+  CHECK_EQ_INT(build(&s, "TopicTest", 0, 1700000000123, "order-1",
+                     "7F00000112340A0B0C0D000010000001"),
+               RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 1);
+  rmq_index_header h;
+  char name[18];
+  CHECK(rmq_index_service_file_info(&s, 0, &h, name));
+  CHECK_EQ_INT(strlen(name), 17);
+  struct stat st;
+  char path[512];
+  snprintf(path, sizeof path, "%s/index/%s", dir, name);
+  CHECK(stat(path, &st) == 0 && st.st_size == 420000040);
+
+  uint8_t got[40], want[40];
+  read_bytes(dir, name, 20000060, got, 20);
+  hex("686FDE9E00000000000000000000000000000000", want);
+  CHECK_EQ_MEM(got, want, 20);
+  read_bytes(dir, name, 20000080, got, 20);
+  hex("6D0746D000000000000000000000000000000000", want);
+  CHECK_EQ_MEM(got, want, 20);
+  read_bytes(dir, name, 8647840, got, 4);
+  hex("00000001", want);
+  CHECK_EQ_MEM(got, want, 4);
+  read_bytes(dir, name, 16773736, got, 4);
+  hex("00000002", want);
+  CHECK_EQ_MEM(got, want, 4);
+  read_bytes(dir, name, 0, got, 40);
+  hex("0000018BCFE5687B0000018BCFE5687B00000000000000000000000000000000"
+      "0000000200000003",
+      want);
+  CHECK_EQ_MEM(got, want, 40);
+  CHECK_EQ_INT(h.index_count, 3);
+  CHECK_EQ_INT(h.hash_slot_count, 2);
+
+  int64_t out[4];
+  CHECK_EQ_INT(query(&s, "TopicTest", "order-1", 4, 0, INT64_MAX, out), 1);
+  CHECK_EQ_INT(out[0], 0);
+  CHECK_EQ_INT(query(&s, "TopicTest", "7F00000112340A0B0C0D000010000001", 4, 0, INT64_MAX, out),
+               1);
+  CHECK_EQ_INT(query(&s, "TopicTest", "order-2", 4, 0, INT64_MAX, out), 0);
+  CHECK_EQ_INT(query(&s, "OtherTopic", "order-1", 4, 0, INT64_MAX, out), 0);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_index_service_flush(&s, &err), RMQ_OK);
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+}
+
+/* ---------------------------------------- many keys, collisions, rolls */
+
+#define MSGS 100
+#define BASE_TS 1700000000000LL
+
+typedef struct model {
+  char keys[MSGS][4][16];
+  int nkeys[MSGS];
+} model;
+
+static int64_t msg_offset(int i) { return 1000 + 100 * i; }
+static int64_t msg_ts(int i) { return BASE_TS + 1000LL * i; }
+
+static bool msg_has(const model *m, int i, const char *key) {
+  for (int k = 0; k < m->nkeys[i]; k++) {
+    if (strcmp(m->keys[i][k], key) == 0) return true;
+  }
+  return false;
+}
+
+/* Messages of the model whose time is in [from_i, to_i] and that carry key, ascending. */
+static int expected(const model *m, const char *key, int from_i, int to_i, int64_t *out) {
+  int n = 0;
+  for (int i = from_i; i <= to_i; i++) {
+    if (msg_has(m, i, key)) out[n++] = msg_offset(i);
+  }
+  return n;
+}
+
+/* What the caller does with an index answer: keep the messages that really carry key. */
+static int filter(const model *m, const char *key, const int64_t *in, int n, int64_t *out) {
+  int k = 0;
+  for (int j = 0; j < n; j++) {
+    int i = (int)((in[j] - 1000) / 100);
+    if (i >= 0 && i < MSGS && msg_has(m, i, key)) out[k++] = in[j];
+  }
+  return k;
+}
+
+static bool contains(const int64_t *a, int n, int64_t v) {
+  for (int j = 0; j < n; j++) {
+    if (a[j] == v) return true;
+  }
+  return false;
+}
+
+static void build_model(model *m, rmq_index_service *s) {
+  for (int i = 0; i < MSGS; i++) {
+    char uniq[16], keys[64];
+    snprintf(uniq, sizeof uniq, "U%03d", i);
+    /* Extra spaces make empty tokens, which are skipped. */
+    snprintf(keys, sizeof keys, "K%d%s%s", i % 10, i % 2 ? "  odd " : "",
+             i == 50 ? " Aa" : i == 51 ? " BB" : "");
+    snprintf(m->keys[i][0], 16, "%s", uniq);
+    snprintf(m->keys[i][1], 16, "K%d", i % 10);
+    m->nkeys[i] = 2;
+    if (i % 2) snprintf(m->keys[i][m->nkeys[i]++], 16, "odd");
+    if (i == 50) snprintf(m->keys[i][m->nkeys[i]++], 16, "Aa");
+    if (i == 51) snprintf(m->keys[i][m->nkeys[i]++], 16, "BB");
+    CHECK_EQ_INT(build(s, "TopicK", msg_offset(i), msg_ts(i), keys, uniq), RMQ_OK);
+  }
+}
+
+static void check_all_keys(const model *m, rmq_index_service *s, int first_msg) {
+  int bad_superset = 0, bad_exact = 0;
+  for (int i = 0; i < MSGS; i++) {
+    for (int k = 0; k < m->nkeys[i]; k++) {
+      const char *key = m->keys[i][k];
+      int64_t got[256], kept[256], want[256];
+      int n = query(s, "TopicK", key, 256, 0, INT64_MAX, got);
+      int nw = expected(m, key, first_msg, MSGS - 1, want);
+      for (int j = 0; j < nw; j++) bad_superset += !contains(got, n, want[j]);
+      for (int j = 1; j < n; j++) bad_exact += got[j - 1] > got[j]; /* sorted */
+      int nk = filter(m, key, got, n, kept);
+      bad_exact += nk != nw || memcmp(kept, want, (size_t)nw * sizeof *want) != 0;
+    }
+  }
+  CHECK_EQ_INT(bad_superset, 0);
+  CHECK_EQ_INT(bad_exact, 0);
+}
+
+static void test_many_keys(void) {
+  char dir[128];
+  sub_dir(dir, sizeof dir, "many");
+  rmq_index_service s;
+  static model m;
+  init(&s, dir, 8, 16, true, NULL);
+  build_model(&m, &s);
+
+  /* 250 items, 15 per file. */
+  int files = rmq_index_service_count(&s);
+  CHECK_EQ_INT(files, 17);
+  int not_full = 0, order = 0, chained = 0;
+  char prev_name[18] = "";
+  rmq_index_header prev = {0};
+  for (int j = 0; j < files; j++) {
+    rmq_index_header h;
+    char name[18];
+    CHECK(rmq_index_service_file_info(&s, j, &h, name));
+    if (j < files - 1 && h.index_count != 16) not_full++;
+    if (strcmp(prev_name, name) >= 0) order++;
+    if (j > 0 && h.begin_phy_offset < prev.end_phy_offset) chained++;
+    memcpy(prev_name, name, sizeof name);
+    prev = h;
+  }
+  CHECK_EQ_INT(not_full, 0);
+  CHECK_EQ_INT(order, 0);
+  CHECK_EQ_INT(chained, 0);
+  check_all_keys(&m, &s, 0);
+
+  /* Java's "Aa" and "BB" hash alike: the index returns both, the caller filters. */
+  int64_t got[256], kept[256];
+  CHECK_EQ_INT(query(&s, "TopicK", "Aa", 256, 0, INT64_MAX, got), 2);
+  CHECK_EQ_INT(filter(&m, "Aa", got, 2, kept), 1);
+  CHECK_EQ_INT(kept[0], msg_offset(50));
+
+  /* max_num keeps the newest ones, returned ascending. */
+  int64_t want[256];
+  int nw = expected(&m, "odd", 0, MSGS - 1, want);
+  CHECK_EQ_INT(query(&s, "TopicK", "odd", 10, 0, INT64_MAX, got), 10);
+  CHECK(memcmp(got, want + nw - 10, 10 * sizeof *got) == 0);
+
+  /* A time range: items are at most 1 s late (the timeDiff of a file's first item). */
+  int n = query(&s, "TopicK", "K3", 256, msg_ts(30) - 500, msg_ts(60) + 500, got);
+  nw = expected(&m, "K3", 30, 60, want);
+  CHECK_EQ_INT(filter(&m, "K3", got, n, kept), nw);
+  CHECK(memcmp(kept, want, (size_t)nw * sizeof *want) == 0);
+  CHECK_EQ_INT(query(&s, "TopicK", "K3", 256, msg_ts(200), msg_ts(300), got), 0);
+
+  /* Expiry: files ending below the CommitLog min offset go, never the newest. */
+  int deleted = rmq_index_service_delete_expired(&s, msg_offset(50));
+  CHECK(deleted > 0);
+  CHECK_EQ_INT(rmq_index_service_count(&s), files - deleted);
+  rmq_index_header h;
+  char name[18];
+  CHECK(rmq_index_service_file_info(&s, 0, &h, name) && h.end_phy_offset >= msg_offset(50));
+  CHECK_EQ_INT(query(&s, "TopicK", "U010", 256, 0, INT64_MAX, got), 0);
+  CHECK_EQ_INT(query(&s, "TopicK", "U080", 256, 0, INT64_MAX, got), 1);
+  CHECK_EQ_INT(rmq_index_service_delete_expired(&s, INT64_MAX), files - deleted - 1);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 1);
+  CHECK_EQ_INT(query(&s, "TopicK", "U099", 256, 0, INT64_MAX, got), 1);
+  rmq_index_service_destroy(&s);
+
+  /* Reload (clean exit): the same answers for what is left. */
+  init(&s, dir, 8, 16, true, NULL);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 1);
+  CHECK_EQ_INT(query(&s, "TopicK", "U099", 256, 0, INT64_MAX, got), 1);
+  CHECK_EQ_INT(got[0], msg_offset(99));
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+}
+
+/* -------------------------------- rolled files, checkpoint, abnormal load */
+
+#define T0 1800000000000LL
+
+static void test_prev_file_end(void) {
+  char dir[128], cpdir[128];
+  sub_dir(dir, sizeof dir, "quirk");
+  snprintf(cpdir, sizeof cpdir, "%s", dir);
+  rmq_checkpoint cp;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_checkpoint_open(&cp, cpdir, true, &err), RMQ_OK);
+  rmq_index_service s;
+  init(&s, dir, 8, 4, true, &cp); /* 3 items per file */
+  CHECK_EQ_INT(build(&s, "TQ", 100, T0, NULL, "U0"), RMQ_OK);
+  CHECK_EQ_INT(build(&s, "TQ", 200, T0 + 1500, NULL, "U1"), RMQ_OK);
+  CHECK_EQ_INT(build(&s, "TQ", 300, T0 + 2600, NULL, "U2"), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 1);
+  CHECK_EQ_INT(atomic_load(&cp.index_msg_timestamp), 0);
+  CHECK_EQ_INT(build(&s, "TQ", 400, T0 + 10000, NULL, "U3"), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 2);
+
+  rmq_index_header h1, h2;
+  char n1[18], n2[18];
+  CHECK(rmq_index_service_file_info(&s, 0, &h1, n1) && rmq_index_service_file_info(&s, 1, &h2, n2));
+  CHECK_EQ_INT(h1.index_count, 4);
+  CHECK_EQ_INT(h1.end_timestamp, T0 + 2600);
+  /* The new file began at the full one's end; its first item overwrote begin. */
+  CHECK_EQ_INT(h2.begin_timestamp, T0 + 10000);
+  CHECK_EQ_INT(h2.begin_phy_offset, 400);
+  uint8_t item[20];
+  int32_t first_item = 40 + 8 * 4 + 20;
+  read_bytes(dir, n2, first_item, item, 20);
+  CHECK_EQ_INT(rmq_get32(item + 12), 7); /* (T0+10000 - (T0+2600)) / 1000 */
+  read_bytes(dir, n1, first_item, item, 20);
+  CHECK_EQ_INT(rmq_get32(item + 12), 0); /* the very first file began at 0 */
+  read_bytes(dir, n1, first_item + 40, item, 20);
+  CHECK_EQ_INT(rmq_get32(item + 12), 2);
+  /* ...so RocketMQ places that item 7 s late, and so do we. */
+  int64_t got[8];
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, 0, INT64_MAX, got), 1);
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, T0 + 10000, T0 + 10000, got), 0);
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, T0 + 17000, T0 + 17000, got), 1);
+
+  /* The full file was flushed and the checkpoint says so, on disk too. */
+  CHECK_EQ_INT(atomic_load(&cp.index_msg_timestamp), T0 + 2600);
+  uint8_t cpb[24];
+  char cppath[512];
+  snprintf(cppath, sizeof cppath, "%s/checkpoint", cpdir);
+  int fd = open(cppath, O_RDONLY);
+  CHECK(fd >= 0 && pread(fd, cpb, 24, 0) == 24);
+  close(fd);
+  CHECK_EQ_INT(rmq_get64(cpb + 16), T0 + 2600);
+
+  /* Re-dispatch: below endPhyOffset is skipped; the last record itself is not. */
+  CHECK_EQ_INT(build(&s, "TQ", 300, T0 + 2600, NULL, "U2"), RMQ_OK);
+  CHECK(rmq_index_service_file_info(&s, 1, &h2, n2) && h2.index_count == 2);
+  CHECK_EQ_INT(build(&s, "TQ", 400, T0 + 10000, NULL, "U3"), RMQ_OK);
+  CHECK(rmq_index_service_file_info(&s, 1, &h2, n2) && h2.index_count == 3);
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, 0, INT64_MAX, got), 2);
+  /* ROLLBACK records are not indexed; PREPARED and COMMIT are. */
+  rmq_index_request r = request("TQ", 500, T0 + 11000, RMQ_SYSFLAG_TRANSACTION_ROLLBACK, "rb",
+                                NULL);
+  CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(query(&s, "TQ", "rb", 8, 0, INT64_MAX, got), 0);
+  r = request("TQ", 600, T0 + 11000, RMQ_SYSFLAG_TRANSACTION_PREPARED, "tx", NULL);
+  CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_OK);
+  r = request("TQ", 700, T0 + 11000, RMQ_SYSFLAG_TRANSACTION_COMMIT, "tx", NULL);
+  CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(query(&s, "TQ", "tx", 8, 0, INT64_MAX, got), 2);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 3);
+  rmq_index_service_destroy(&s);
+
+  /* Clean exit: every file loads. */
+  init(&s, dir, 8, 4, true, &cp);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 3);
+  rmq_index_service_destroy(&s);
+  /* Abnormal exit, read-only: nothing is deleted. */
+  init(&s, dir, 8, 4, false, &cp);
+  CHECK_EQ_INT(rmq_index_service_load(&s, false, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 3);
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, 0, INT64_MAX, got), 2);
+  r = request("TQ", 800, T0 + 12000, 0, "x", NULL);
+  CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_EINVAL);
+  rmq_err_clear(&err);
+  rmq_index_service_destroy(&s);
+  /* Abnormal exit: files that end after the checkpoint are deleted. */
+  init(&s, dir, 8, 4, true, &cp);
+  CHECK_EQ_INT(rmq_index_service_load(&s, false, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 2);
+  char path[512];
+  snprintf(path, sizeof path, "%s/index/%s", dir, n2);
+  CHECK(access(path, F_OK) == 0); /* ended at T0+10000 <= checkpoint? no: see below */
+  rmq_index_header h;
+  char name[18];
+  CHECK(rmq_index_service_file_info(&s, 1, &h, name) && strcmp(name, n2) == 0);
+  /* Dispatch rebuilds: the newest full file makes the next record roll again. */
+  CHECK_EQ_INT(build(&s, "TQ", 800, T0 + 12000, "x", NULL), RMQ_OK);
+  CHECK_EQ_INT(query(&s, "TQ", "x", 8, 0, INT64_MAX, got), 1);
+  rmq_index_service_destroy(&s);
+  /* Without a checkpoint every file of an abnormal exit goes. */
+  init(&s, dir, 8, 4, true, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, false, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 0);
+  rmq_index_service_destroy(&s);
+  rmq_checkpoint_close(&cp);
+  remove_dir(dir);
+}
+
+/* ------------------------------------------------------- file level */
+
+static void test_file_level(void) {
+  char dir[128], path[512];
+  sub_dir(dir, sizeof dir, "file");
+  rmq_err err = {0};
+  rmq_index_file *f = NULL;
+  snprintf(path, sizeof path, "%s/20240101000000000", dir);
+  CHECK_EQ_INT(rmq_index_file_create(path, 8, 16, 300, T0 + 2600, &f, &err), RMQ_OK);
+  uint8_t hb[40], want[40];
+  read_bytes(dir, "../file/20240101000000000", 0, hb, 40);
+  memset(want, 0, sizeof want);
+  rmq_put64(want, T0 + 2600);
+  rmq_put64(want + 8, T0 + 2600);
+  rmq_put64(want + 16, 300);
+  rmq_put64(want + 24, 300);
+  CHECK_EQ_MEM(hb, want, 40); /* indexCount stays 0 on disk until the first item */
+  rmq_index_header h;
+  rmq_index_file_header(f, &h);
+  CHECK_EQ_INT(h.index_count, 1);
+  CHECK(!rmq_index_file_time_matched(f, 0, T0));
+  CHECK(rmq_index_file_time_matched(f, 0, T0 + 2600));
+
+  /* Three items in one chain, then damage the chain. */
+  for (int i = 1; i <= 3; i++) CHECK(rmq_index_file_put_key(f, 8 * i + 5, 1000 * i, T0 + 3000 * i));
+  CHECK(rmq_index_file_put_key(f, 5, 5000, T0 + 9000)); /* hash 5, same slot */
+  int64_t out[16];
+  int n = 0;
+  rmq_index_file_select(f, 5, 16, 0, INT64_MAX, out, &n);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(out[0], 5000);
+  uint8_t *items = f->mf->mapped + 40 + 8 * 4;
+  CHECK_EQ_INT(rmq_get32(items + 4 * 20 + 16), 3); /* item 4 chains to item 3 */
+  rmq_put32(items + 1 * 20 + 16, 4);                /* item 1 -> item 4: a cycle */
+  n = 0;
+  rmq_index_file_select(f, 8 * 2 + 5, 16, 0, INT64_MAX, out, &n);
+  CHECK_EQ_INT(n, 1);
+  rmq_put32(items + 3 * 20 + 16, 3); /* item 3 -> itself */
+  n = 0;
+  rmq_index_file_select(f, 5, 16, 0, INT64_MAX, out, &n);
+  CHECK_EQ_INT(n, 1);
+  rmq_put32(f->mf->mapped + 40 + 5 * 4, 16); /* slot -> item 16, past the end */
+  n = 0;
+  rmq_index_file_select(f, 5, 16, 0, INT64_MAX, out, &n);
+  CHECK_EQ_INT(n, 0);
+  rmq_put32(items + 2 * 20 + 12, -1); /* negative timeDiff ends the walk */
+  n = 0;
+  rmq_index_file_select(f, 8 * 2 + 5, 16, 0, INT64_MAX, out, &n);
+  CHECK_EQ_INT(n, 0);
+  /* Full at index_num - 1 items. */
+  for (int i = 5; i < 16; i++) CHECK(rmq_index_file_put_key(f, i, i, T0 + 100000));
+  CHECK(rmq_index_file_is_full(f));
+  CHECK(!rmq_index_file_put_key(f, 1, 1, T0));
+  rmq_index_file_header(f, &h);
+  CHECK_EQ_INT(h.index_count, 16);
+  CHECK_EQ_INT(rmq_index_file_flush(f, &err), RMQ_OK);
+  rmq_index_file_close(f, false);
+
+  /* Reopen: the header comes back; read-only refuses items. */
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, false, &f, &err), RMQ_OK);
+  rmq_index_file_header(f, &h);
+  CHECK_EQ_INT(h.index_count, 16);
+  CHECK_EQ_INT(h.end_timestamp, T0 + 100000);
+  CHECK_EQ_INT(h.begin_phy_offset, 1000);
+  rmq_index_file_close(f, false);
+  /* Sizes that do not match the settings, and a damaged indexCount. */
+  CHECK_EQ_INT(rmq_index_file_load(path, 16, 16, true, &f, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "index_slots 16") && strstr(err.msg, "20240101000000000"));
+  CHECK(f == NULL);
+  rmq_err_clear(&err);
+  int fd = open(path, O_WRONLY);
+  uint8_t big[4];
+  rmq_put32(big, 17);
+  CHECK(pwrite(fd, big, 4, 36) == 4);
+  close(fd);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "indexCount 17") != NULL);
+  rmq_err_clear(&err);
+  rmq_put32(big, 0); /* <= 0 reads as 1 */
+  fd = open(path, O_WRONLY);
+  CHECK(pwrite(fd, big, 4, 36) == 4);
+  close(fd);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_OK);
+  rmq_index_file_header(f, &h);
+  CHECK_EQ_INT(h.index_count, 1);
+  rmq_index_file_close(f, true);
+  CHECK(access(path, F_OK) != 0);
+
+  rmq_index_service s;
+  CHECK_EQ_INT(rmq_index_service_init(&s, dir, 0, 16, true, NULL, &err), RMQ_EINVAL);
+  CHECK(strstr(err.msg, "index_slots") != NULL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_index_service_init(&s, dir, 5000000, 200000000, true, NULL, &err), RMQ_EINVAL);
+  remove_dir(dir);
+}
+
+/* --------------------------------------------------------- file names */
+
+static void test_names(void) {
+  char dir[128], path[512];
+  sub_dir(dir, sizeof dir, "names");
+  snprintf(path, sizeof path, "%s/index", dir);
+  mkdir(path, 0755);
+  /* Names for the next 1.5 s are taken: the new file must bump past them. */
+  int64_t now = rmq_now_ms();
+  char first[18], last[18];
+  rmq_index_file_name(now, first);
+  for (int64_t ms = now; ms < now + 1500; ms++) {
+    char name[18];
+    rmq_index_file_name(ms, name);
+    memcpy(last, name, sizeof name);
+    snprintf(path, sizeof path, "%s/index/%s", dir, name);
+    close(open(path, O_CREAT | O_WRONLY, 0644));
+  }
+  rmq_index_service s;
+  init(&s, dir, 8, 16, true, NULL);
+  CHECK_EQ_INT(build(&s, "TN", 1, now, NULL, "u"), RMQ_OK);
+  rmq_index_header h;
+  char name[18];
+  CHECK(rmq_index_service_file_info(&s, 0, &h, name));
+  CHECK(strcmp(name, last) > 0);
+  struct stat st;
+  snprintf(path, sizeof path, "%s/index/%s", dir, first);
+  CHECK(stat(path, &st) == 0 && st.st_size == 0);
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+
+  /* A newest file from the future (clock stepped back): the next one sorts after it. */
+  sub_dir(dir, sizeof dir, "future");
+  snprintf(path, sizeof path, "%s/index", dir);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/index/21000101000000000", dir);
+  rmq_index_file *f;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_index_file_create(path, 8, 4, 0, 0, &f, &err), RMQ_OK);
+  for (int i = 0; i < 3; i++) rmq_index_file_put_key(f, i, 10 + i, now);
+  rmq_index_file_close(f, false);
+  init(&s, dir, 8, 4, true, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(build(&s, "TN", 100, now, NULL, "v"), RMQ_OK);
+  CHECK(rmq_index_service_file_info(&s, 1, &h, name));
+  CHECK_EQ_STR(name, "21000101000000001");
+  /* Files whose names are not index names are ignored by load. */
+  rmq_index_service_destroy(&s);
+  snprintf(path, sizeof path, "%s/index/notes.txt", dir);
+  close(open(path, O_CREAT | O_WRONLY, 0644));
+  init(&s, dir, 8, 4, true, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 2);
+  rmq_index_service_destroy(&s);
+  /* A file of the wrong size is a load error. */
+  snprintf(path, sizeof path, "%s/index/21000101000000005", dir);
+  int fd = open(path, O_CREAT | O_WRONLY, 0644);
+  CHECK(fd >= 0 && ftruncate(fd, 100) == 0);
+  close(fd);
+  init(&s, dir, 8, 4, true, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "21000101000000005") != NULL);
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+}
+
+/* ------------------------------------------------------------- faults */
+
+static void test_faults(void) {
+  char dir[128];
+  sub_dir(dir, sizeof dir, "faults");
+  rmq_checkpoint cp;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_checkpoint_open(&cp, dir, true, &err), RMQ_OK);
+  rmq_index_service s;
+  init(&s, dir, 8, 4, true, &cp);
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(build(&s, "TF", 10 * i, T0 + i, NULL, "k"), RMQ_OK);
+  rmq_io_fault(RMQ_IO_MSYNC, 1, EIO, -1);
+  rmq_index_request r = request("TF", 100, T0 + 5, 0, NULL, "k");
+  CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_EIO);
+  CHECK(strstr(err.msg, "index") != NULL);
+  CHECK_EQ_INT(atomic_load(&cp.index_msg_timestamp), 0); /* not recorded as flushed */
+  rmq_io_fault(RMQ_IO_MSYNC, 1, EIO, -1);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_index_service_flush(&s, &err), RMQ_EIO);
+  rmq_io_fault(RMQ_IO_MSYNC, 0, 0, -1);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_index_service_flush(&s, &err), RMQ_OK);
+  /* A file that cannot be created. */
+  for (int i = 0; i < 2; i++) CHECK_EQ_INT(build(&s, "TF", 200 + i, T0 + 9, NULL, "k"), RMQ_OK);
+  rmq_io_fault(RMQ_IO_OPEN, 1, EIO, -1);
+  r = request("TF", 300, T0 + 10, 0, NULL, "k");
+  CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_EIO);
+  rmq_io_fault(RMQ_IO_OPEN, 0, 0, -1);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 2);
+  rmq_index_service_destroy(&s);
+  rmq_checkpoint_close(&cp);
+  remove_dir(dir);
+}
+
+/* ------------------------------------ queries while the dispatcher writes */
+
+#define LIVE_MSGS 3000
+
+typedef struct live {
+  rmq_index_service *s;
+  atomic_int built; /* messages fully indexed */
+  atomic_int done;
+  int misses;
+} live;
+
+static void *live_reader(void *p) {
+  live *l = p;
+  unsigned seed = 7;
+  while (!atomic_load(&l->done)) {
+    int upto = atomic_load(&l->built);
+    if (upto == 0) continue;
+    int i = (int)(rand_r(&seed) % (unsigned)upto);
+    char uniq[16];
+    snprintf(uniq, sizeof uniq, "C%05d", i);
+    int64_t got[64];
+    rmq_err err = {0};
+    int n = 0;
+    rmq_index_service_query(l->s, "TL", 2, uniq, strlen(uniq), 64, 0, INT64_MAX, got, &n, &err);
+    if (!contains(got, n, 10 * (int64_t)i)) l->misses++;
+    rmq_index_service_query(l->s, "TL", 2, "G1", 2, 64, 0, INT64_MAX, got, &n, &err);
+  }
+  return NULL;
+}
+
+static void test_live_queries(void) {
+  char dir[128];
+  sub_dir(dir, sizeof dir, "live");
+  rmq_index_service s;
+  init(&s, dir, 64, 256, true, NULL);
+  static live l;
+  l.s = &s;
+  pthread_t tid[3];
+  for (int i = 0; i < 3; i++) pthread_create(&tid[i], NULL, live_reader, &l);
+  int failures = 0;
+  for (int i = 0; i < LIVE_MSGS; i++) {
+    char uniq[16], keys[16];
+    snprintf(uniq, sizeof uniq, "C%05d", i);
+    snprintf(keys, sizeof keys, "G%d", i % 20);
+    failures += build(&s, "TL", 10 * (int64_t)i, T0 + i, keys, uniq) != RMQ_OK;
+    atomic_store(&l.built, i + 1);
+  }
+  atomic_store(&l.done, 1);
+  for (int i = 0; i < 3; i++) pthread_join(tid[i], NULL);
+  CHECK_EQ_INT(failures, 0);
+  CHECK_EQ_INT(l.misses, 0);
+  CHECK(rmq_index_service_count(&s) > 20);
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+}
+
+int main(void) {
+  make_root();
+  test_vector();
+  test_many_keys();
+  test_prev_file_end();
+  test_file_level();
+  test_names();
+  test_faults();
+  test_live_queries();
+  remove_dir(root);
+  return check_report();
+}
