@@ -100,6 +100,7 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
                           int64_t prev_end_phy_offset, int64_t prev_end_timestamp,
                           rmq_index_file **out, rmq_err *err) {
   rmq_index_file *f;
+  *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, true, true, &f, err);
   if (rc != RMQ_OK) return rc;
   atomic_init(&f->index_count, 1);
@@ -124,6 +125,7 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
                         rmq_index_file **out, rmq_err *err) {
   rmq_index_file *f;
+  *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, false, writable, &f, err);
   if (rc != RMQ_OK) return rc;
   const uint8_t *h = f->mf->mapped;

@@ -33,12 +33,13 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
     close(fd);
     return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", path, strerror(errno));
   }
-  if (st.st_size == 0 && create && rmq_io_ftruncate(fd, file_size) != 0) {
+  /* An empty file is a creation cut short by a crash: it becomes an empty segment. */
+  if (st.st_size == 0 && writable && rmq_io_ftruncate(fd, file_size) != 0) {
     int e = errno;
     close(fd);
     return rmq_err_set(err, RMQ_EIO, "cannot size %s to %d bytes: %s", path, file_size,
                        strerror(e));
-  } else if (st.st_size != 0 && st.st_size != file_size) {
+  } else if (st.st_size != file_size && !(st.st_size == 0 && writable)) {
     close(fd);
     return rmq_err_set(err, RMQ_ECORRUPT,
                        "%s is %lld bytes but the segment size is %d (check the size setting)",

@@ -111,7 +111,8 @@ static void test_put_get_iterate(void) {
 
   /* Raw bytes of entry 6: second segment, position 20 (spec §5.1). */
   rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, 6 * 20);
-  static const uint8_t want[20] = {0, 0, 0, 0, 0, 0, 0x02, 0x58, 0, 0, 0, 56, 0, 0, 0, 0, 0, 0, 0, 6};
+  static const uint8_t want[20] = {0, 0, 0, 0, 0, 0, 0x02, 0x58, 0, 0,
+                                   0, 56, 0, 0, 0, 0, 0, 0, 0, 6};
   CHECK(mf && memcmp(mf->mapped + 20, want, 20) == 0);
   if (mf) rmq_mapped_file_release(mf);
 

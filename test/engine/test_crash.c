@@ -52,7 +52,7 @@ static void *produce(void *p) {
     rmq_put_result r;
     rmq_err err = {0};
     int len = make_body(body, a->round, a->thread, seq);
-    char topic[16], kv[64];
+    char topic[24], kv[64];
     snprintf(topic, sizeof topic, "Crash%d", a->thread);
     snprintf(kv, sizeof kv, "KEYS=r%dt%ds%d", a->round, a->thread, seq);
     if (rmq_store_put(a->s, tu_message(&t, topic, seq % 4, body, len, kv), 1, &r, &err) !=
@@ -114,7 +114,7 @@ static int collect(pid_t pid, int fd, int ms, ack *acks, int n) {
 static int verify_keys(rmq_store *s, const ack *acks, int from, int n) {
   int bad = 0;
   for (int i = from; i < n; i++) {
-    char topic[16], key[64];
+    char topic[24], key[64];
     int64_t offs[8];
     int count;
     rmq_err e = {0};
@@ -133,7 +133,7 @@ static int verify_queues(rmq_store *s) {
   int bad = 0;
   for (int t = 0; t < 3; t++) {
     for (int q = 0; q < 4; q++) {
-      char topic[16];
+      char topic[24];
       snprintf(topic, sizeof topic, "Crash%d", t);
       rmq_consume_queue *cq = rmq_cq_table_find(rmq_store_consume_queues(s), topic, q);
       if (!cq) continue;

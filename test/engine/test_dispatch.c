@@ -23,7 +23,7 @@ typedef struct sent {
 
 static sent msgs[N];
 
-static void topic_name(int t, char *out) { snprintf(out, 16, "Topic%d", t); }
+static void topic_name(int t, char out[24]) { snprintf(out, 24, "Topic%d", t); }
 
 static void open_small(const char *dir, rmq_store **s) {
   rmq_config cfg;
@@ -40,7 +40,7 @@ static void produce(rmq_store *s) {
   rmq_uniq_key_gen *gen = rmq_uniq_key_gen_new();
   for (int i = 0; i < N; i++) {
     sent *m = &msgs[i];
-    char topic[16], kv[256], body[64];
+    char topic[24], kv[256], body[64];
     m->topic = i % TOPICS;
     m->queue = (i / TOPICS) % QUEUES;
     topic_name(m->topic, topic);
@@ -70,7 +70,7 @@ static void check_queues(rmq_store *s) {
   int bad = 0, entries = 0;
   for (int t = 0; t < TOPICS; t++) {
     for (int q = 0; q < QUEUES; q++) {
-      char topic[16];
+      char topic[24];
       topic_name(t, topic);
       rmq_consume_queue *cq = rmq_cq_table_find(rmq_store_consume_queues(s), topic, q);
       CHECK(cq != NULL);
@@ -109,7 +109,7 @@ static void check_keys(rmq_store *s) {
   int n, wrong = 0;
   rmq_err err = {0};
   for (int i = 0; i < N; i++) {
-    char topic[16], key[32], other[16];
+    char topic[24], key[32], other[24];
     topic_name(msgs[i].topic, topic);
     topic_name((msgs[i].topic + 1) % TOPICS, other);
     snprintf(key, sizeof key, "k%d", i);

@@ -347,8 +347,8 @@ static void test_prev_file_end(void) {
   /* ...so RocketMQ places that item 7 s late, and so do we. */
   int64_t got[8];
   CHECK_EQ_INT(query(&s, "TQ", "U3", 8, 0, INT64_MAX, got), 1);
-  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, T0 + 10000, T0 + 10000, got), 0);
-  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, T0 + 17000, T0 + 17000, got), 1);
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, T0 + 10000, T0 + 16999, got), 0);
+  CHECK_EQ_INT(query(&s, "TQ", "U3", 8, T0 + 10000, T0 + 17000, got), 1);
 
   /* The full file was flushed and the checkpoint says so, on disk too. */
   CHECK_EQ_INT(atomic_load(&cp.index_msg_timestamp), T0 + 2600);
@@ -373,10 +373,14 @@ static void test_prev_file_end(void) {
   CHECK_EQ_INT(query(&s, "TQ", "rb", 8, 0, INT64_MAX, got), 0);
   r = request("TQ", 600, T0 + 11000, RMQ_SYSFLAG_TRANSACTION_PREPARED, "tx", NULL);
   CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_OK);
-  r = request("TQ", 700, T0 + 11000, RMQ_SYSFLAG_TRANSACTION_COMMIT, "tx", NULL);
+  r = request("TQ", 700, T0 + 12000, RMQ_SYSFLAG_TRANSACTION_COMMIT, "tx", NULL);
   CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_OK);
   CHECK_EQ_INT(query(&s, "TQ", "tx", 8, 0, INT64_MAX, got), 2);
   CHECK_EQ_INT(rmq_index_service_count(&s), 3);
+  rmq_index_header h;
+  char n3[18];
+  CHECK(rmq_index_service_file_info(&s, 2, &h, n3));
+  CHECK_EQ_INT(atomic_load(&cp.index_msg_timestamp), T0 + 11000); /* file 2 filled at 600 */
   rmq_index_service_destroy(&s);
 
   /* Clean exit: every file loads. */
@@ -393,14 +397,15 @@ static void test_prev_file_end(void) {
   CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_EINVAL);
   rmq_err_clear(&err);
   rmq_index_service_destroy(&s);
-  /* Abnormal exit: files that end after the checkpoint are deleted. */
+  /* Abnormal exit: files that end after the checkpoint's indexMsgTimestamp are deleted. */
   init(&s, dir, 8, 4, true, &cp);
   CHECK_EQ_INT(rmq_index_service_load(&s, false, &err), RMQ_OK);
   CHECK_EQ_INT(rmq_index_service_count(&s), 2);
   char path[512];
-  snprintf(path, sizeof path, "%s/index/%s", dir, n2);
-  CHECK(access(path, F_OK) == 0); /* ended at T0+10000 <= checkpoint? no: see below */
-  rmq_index_header h;
+  snprintf(path, sizeof path, "%s/index/%s", dir, n3);
+  CHECK(access(path, F_OK) != 0);
+  snprintf(path, sizeof path, "%s/index/%s", dir, n2); /* ended exactly at it: kept */
+  CHECK(access(path, F_OK) == 0);
   char name[18];
   CHECK(rmq_index_service_file_info(&s, 1, &h, name) && strcmp(name, n2) == 0);
   /* Dispatch rebuilds: the newest full file makes the next record roll again. */
@@ -421,12 +426,14 @@ static void test_prev_file_end(void) {
 static void test_file_level(void) {
   char dir[128], path[512];
   sub_dir(dir, sizeof dir, "file");
+  snprintf(path, sizeof path, "%s/index", dir);
+  mkdir(path, 0755);
   rmq_err err = {0};
   rmq_index_file *f = NULL;
-  snprintf(path, sizeof path, "%s/20240101000000000", dir);
+  snprintf(path, sizeof path, "%s/index/20240101000000000", dir);
   CHECK_EQ_INT(rmq_index_file_create(path, 8, 16, 300, T0 + 2600, &f, &err), RMQ_OK);
   uint8_t hb[40], want[40];
-  read_bytes(dir, "../file/20240101000000000", 0, hb, 40);
+  read_bytes(dir, "20240101000000000", 0, hb, 40);
   memset(want, 0, sizeof want);
   rmq_put64(want, T0 + 2600);
   rmq_put64(want + 8, T0 + 2600);
@@ -461,7 +468,9 @@ static void test_file_level(void) {
   n = 0;
   rmq_index_file_select(f, 5, 16, 0, INT64_MAX, out, &n);
   CHECK_EQ_INT(n, 0);
-  rmq_put32(items + 2 * 20 + 12, -1); /* negative timeDiff ends the walk */
+  rmq_put32(f->mf->mapped + 40 + 5 * 4, 4); /* repair the slot and item 3 */
+  rmq_put32(items + 3 * 20 + 16, 2);
+  rmq_put32(items + 2 * 20 + 12, -1); /* a negative timeDiff ends the walk */
   n = 0;
   rmq_index_file_select(f, 8 * 2 + 5, 16, 0, INT64_MAX, out, &n);
   CHECK_EQ_INT(n, 0);
@@ -601,7 +610,7 @@ static void test_faults(void) {
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_index_service_flush(&s, &err), RMQ_OK);
   /* A file that cannot be created. */
-  for (int i = 0; i < 2; i++) CHECK_EQ_INT(build(&s, "TF", 200 + i, T0 + 9, NULL, "k"), RMQ_OK);
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(build(&s, "TF", 200 + i, T0 + 9, NULL, "k"), RMQ_OK);
   rmq_io_fault(RMQ_IO_OPEN, 1, EIO, -1);
   r = request("TF", 300, T0 + 10, 0, NULL, "k");
   CHECK_EQ_INT(rmq_index_service_build(&s, &r, &err), RMQ_EIO);
