@@ -449,6 +449,7 @@ typedef struct recover_scan {
 static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *ctx,
                           recover_scan *out) {
   rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, index);
+  if (mf) rmq_mapped_file_will_read(mf);
   int32_t pos = 0;
   out->stop = RMQ_DECODE_BAD_MAGIC;
   out->stop_size = 0;
@@ -462,6 +463,7 @@ static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *
       continue;
     }
     rmq_mapped_file *next = s == RMQ_DECODE_BLANK ? rmq_mfq_get(&cl->mfq, ++index) : NULL;
+    if (next) rmq_mapped_file_will_read(next);
     if (!next) {
       out->end = mf->file_from_offset + pos;
       out->stop = s;
@@ -473,18 +475,21 @@ static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *
   }
 }
 
-/* Does any non-zero byte follow offset in its segment? (a torn tail vs a clean end) */
+/*
+** Does a non-zero byte follow offset closely (a torn or overwritten tail,
+** not the clean zeros after the last record)? Only a window is looked at:
+** reading a whole pre-allocated segment would fault in a gigabyte of zeros.
+*/
+#define TAIL_WINDOW 65536
+
 static bool has_bytes_after(rmq_commitlog *cl, int64_t offset) {
   rmq_mapped_file *mf = rmq_mfq_find(&cl->mfq, offset);
+  if (!mf) return false;
+  int32_t pos = (int32_t)(offset - mf->file_from_offset);
+  int32_t end = mf->file_size - pos > TAIL_WINDOW ? pos + TAIL_WINDOW : mf->file_size;
   bool found = false;
-  for (int32_t i = mf ? (int32_t)(offset - mf->file_from_offset) : 0; mf && i < mf->file_size;
-       i++) {
-    if (mf->mapped[i]) {
-      found = true;
-      break;
-    }
-  }
-  if (mf) rmq_mapped_file_release(mf);
+  for (int32_t i = pos; i < end && !found; i++) found = mf->mapped[i] != 0;
+  rmq_mapped_file_release(mf);
   return found;
 }
 

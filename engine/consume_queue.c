@@ -333,6 +333,9 @@ void rmq_cq_iter_start(rmq_cq_iter *it, rmq_consume_queue *cq, int64_t from) {
 }
 
 bool rmq_cq_iter_next(rmq_cq_iter *it, rmq_cq_entry *out) {
+  /* Fillers put below the min after start (a queue begun at offset > 0) are skipped. */
+  int64_t min = rmq_cq_min_offset(it->cq);
+  if (it->offset < min) it->offset = min;
   if (!read_at(it->cq, &it->mf, it->offset, out)) {
     /* The end, or the clean service deleted the segment before we got to it. */
     int64_t oldest = oldest_offset(it->cq);

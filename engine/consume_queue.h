@@ -124,10 +124,11 @@ int rmq_cq_get(rmq_consume_queue *cq, int64_t n, rmq_cq_entry *out, rmq_err *err
 **   while (rmq_cq_iter_next(&it, &e)) { ... it.offset - 1 is e's queue offset ... }
 **   rmq_cq_iter_stop(&it);
 ** start never fails; a from below the min offset (or in a deleted segment)
-** starts at the min offset. next returns false at the current end of the
-** queue; a later next sees entries appended since. The segment being read
-** is held, so the clean service cannot unmap it under the reader. Entries
-** are returned raw: the CommitLog read that follows checks offset and size.
+** starts at the min offset, and entries that fall below it while iterating
+** (expiry) are skipped. next returns false at the current end of the queue;
+** a later next sees entries appended since. The segment being read is held,
+** so the clean service cannot unmap it under the reader. Entries are
+** returned raw: the CommitLog read that follows checks offset and size.
 */
 typedef struct rmq_cq_iter {
   rmq_consume_queue *cq;

@@ -75,8 +75,9 @@ static int index_file_map(const char *path, int32_t slot_num, int32_t index_num,
                        "between 48 and %d bytes",
                        (int)slot_num, (int)index_num, INT32_MAX);
   }
+  /* An empty file is a creation cut short by a crash: writable, it is mapped at full size. */
   struct stat st;
-  if (!create && stat(path, &st) == 0 && st.st_size != size) {
+  if (!create && stat(path, &st) == 0 && st.st_size != size && !(st.st_size == 0 && writable)) {
     return rmq_err_set(err, RMQ_ECORRUPT,
                        "index file %s is %lld bytes but index_slots %d and index_entries %d "
                        "give %lld (check those settings)",
@@ -339,6 +340,9 @@ static int list_index_names(const char *dir, char ***names, int *n, rmq_err *err
 static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, rmq_err *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/%s", s->dir, name);
+  /* A read-only store cannot size an empty file (left by a crash); it holds nothing. */
+  struct stat st;
+  if (!s->writable && stat(path, &st) == 0 && st.st_size == 0) return RMQ_OK;
   rmq_index_file *f;
   int rc = rmq_index_file_load(path, s->slot_num, s->index_num, s->writable, &f, err);
   if (rc != RMQ_OK) return rc;

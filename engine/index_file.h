@@ -20,7 +20,8 @@
 ** (a release store; readers load slots with acquire), and the header values
 ** readers use are atomics. The service's file list is guarded by a rwlock
 ** that a query holds while it walks the files (as RocketMQ does), so
-** delete_expired never unmaps a file under a reader.
+** delete_expired never unmaps a file under a reader; the lock prefers
+** writers, so that steady queries cannot hold off a roll.
 **
 ** Index look-ups compare hashes only: different keys with the same hash
 ** (collisions) come back too, as in RocketMQ. THE CALLER must read each
@@ -81,7 +82,8 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
                           rmq_index_file **out, rmq_err *err);
 /*
 ** Open an existing index file and read its header (indexCount <= 0 reads as
-** 1). Errors: RMQ_ECORRUPT when the size does not match slot_num/index_num
+** 1); an empty file opened writable is sized first. Errors: RMQ_ECORRUPT
+** when the size does not match slot_num/index_num
 ** (naming both settings) or indexCount exceeds index_num; RMQ_EIO; RMQ_ENOMEM.
 */
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
@@ -160,6 +162,9 @@ void rmq_index_service_destroy(rmq_index_service *s);
 
 /*
 ** Load the 17-digit-named files of the directory in name order (spec §6.7).
+** An empty file (a creation cut short by a crash) loads as an empty index
+** file when writable, as RocketMQ maps it at full size, and is skipped when
+** read-only.
 ** After an abnormal exit (!last_exit_ok) a writable service deletes every
 ** file whose endTimestamp > checkpoint indexMsgTimestamp (0 without a
 ** checkpoint), so that dispatch rebuilds them; a read-only service keeps

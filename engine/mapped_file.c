@@ -182,6 +182,17 @@ void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory) {
   }
 }
 
+void rmq_mapped_file_populate(rmq_mapped_file *mf) {
+  if (mf->writable && !mf->write_buffer) {
+    madvise(mf->mapped, (size_t)mf->file_size, MADV_POPULATE_WRITE);
+  }
+}
+
+void rmq_mapped_file_will_read(rmq_mapped_file *mf) {
+  madvise(mf->mapped, (size_t)mf->file_size, MADV_SEQUENTIAL);
+  madvise(mf->mapped, (size_t)mf->file_size, MADV_WILLNEED);
+}
+
 /* ------------------------------------------------------- MappedFileQueue */
 
 int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
@@ -345,9 +356,9 @@ static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_e
     snprintf(next_path, sizeof next_path, "%s/%s", q->dir, next_name);
     mf = rmq_allocate_mapped_file(q->allocate, path, from, next_path, from + q->file_size,
                                   q->file_size, err);
-  } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK &&
-             q->pool) {
-    rmq_mapped_file_use_pool(mf, q->pool);
+  } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
+    if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
+    rmq_mapped_file_populate(mf);
   }
   if (mf == NULL) return NULL;
   pthread_rwlock_wrlock(&q->lock);

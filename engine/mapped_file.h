@@ -106,6 +106,16 @@ void rmq_mapped_file_set_positions(rmq_mapped_file *mf, int32_t pos);
 int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 /* Copy [committed, wrote) of the write buffer into the file (pwrite), same page rule. */
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
+/*
+** Map every page writable now (MADV_POPULATE_WRITE; bytes untouched), so
+** that later writes take no page fault: on ext4 a first write to a page
+** updates the file's mtime through the journal, and can wait tens of ms
+** for a journal commit. Segments created without the allocation service
+** (consume queues) are populated this way when created.
+*/
+void rmq_mapped_file_populate(rmq_mapped_file *mf);
+/* About to be read from start to end (recovery): read ahead, map in large steps. */
+void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /* Touch every page so that appends do not fault; mlock it too when asked. */
 void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory);
 

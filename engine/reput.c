@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "service_thread.h"
 
@@ -133,10 +134,29 @@ static void do_reput(rmq_reput_service *r) {
   }
 }
 
+/*
+** After a pass, look for new appends a few times over ~100 us before
+** blocking. Under load the next append is there already, so the dispatcher
+** takes appends in batches and the writer's wake-up finds it awake (a
+** load, no futex call); an idle store still sleeps at once after that.
+*/
+#define LINGER_POLLS 10
+#define LINGER_POLL_NS 10000
+
+static bool linger(rmq_reput_service *r) {
+  struct timespec ts = {0, LINGER_POLL_NS};
+  for (int i = 0; i < LINGER_POLLS; i++) {
+    if (rmq_commitlog_max_offset(r->cl) > rmq_reput_offset(r)) return true;
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
 static void reput_run(rmq_service_thread *st) {
   rmq_reput_service *r = st->arg;
   while (!rmq_service_thread_stopped(st)) {
     do_reput(r);
+    if (!atomic_load(&r->failed) && linger(r)) continue;
     rmq_service_thread_wait(st, 1000);
   }
   do_reput(r); /* what was appended before shutdown */

@@ -13,6 +13,7 @@
 #define RMQ_SERVICE_THREAD_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -29,7 +30,7 @@ struct rmq_service_thread {
   pthread_mutex_t mu;
   pthread_cond_t cond;
   bool started;
-  bool notified;
+  atomic_bool notified;  /* atomic so that wakeup() can skip the lock when one is pending */
   bool stopped;
 };
 

@@ -258,8 +258,8 @@ static int recover(rmq_store *s, rmq_err *err) {
                         scan_only ? NULL : dispatch_scanned, &d, &end, s->recovery_report,
                         sizeof s->recovery_report);
   if (d.err.code != RMQ_OK) return rmq_err_set(err, d.err.code, "%s", d.err.msg);
-  if (max_cq >= end) {
-    rc = rmq_cq_table_truncate_dirty(s->cqs, end, err);
+  if (max_cq >= end) rc = rmq_cq_table_truncate_dirty(s->cqs, end, err);
+  if (max_cq > end) {
     size_t len = strlen(s->recovery_report);
     snprintf(s->recovery_report + len, sizeof s->recovery_report - len,
              "; consume-queue entries at or past %lld cut", (long long)end);

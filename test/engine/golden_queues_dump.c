@@ -180,14 +180,15 @@ static bool parse_record(char *line, record *r) {
 
 /* The two dispatchers of spec §11 for one record: BuildConsumeQueue, BuildIndex. */
 static int dispatch(rmq_cq_table *t, rmq_index_service *s, const record *r, rmq_err *err) {
-  rmq_consume_queue *cq;
-  int rc = RMQ_OK;
-  if (r->to_cq) rc = rmq_cq_table_find_or_create(t, r->topic, r->queue_id, &cq, err);
-  if (r->to_cq && rc == RMQ_OK) {
-    rc = rmq_cq_put(cq, r->phy_offset, r->size, r->tags_code, r->store_timestamp,
-                    r->queue_offset, NULL, err);
+  if (r->to_cq) {
+    rmq_consume_queue *cq;
+    int rc = rmq_cq_table_find_or_create(t, r->topic, r->queue_id, &cq, err);
+    if (rc == RMQ_OK) {
+      rc = rmq_cq_put(cq, r->phy_offset, r->size, r->tags_code, r->store_timestamp,
+                      r->queue_offset, NULL, err);
+    }
+    if (rc != RMQ_OK) return rc;
   }
-  if (rc != RMQ_OK) return rc;
   rmq_index_request req = {
       .topic = r->topic,
       .topic_len = strlen(r->topic),

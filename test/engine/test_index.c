@@ -575,6 +575,24 @@ static void test_names(void) {
   CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
   CHECK_EQ_INT(rmq_index_service_count(&s), 2);
   rmq_index_service_destroy(&s);
+  /* An empty file left by a crash: skipped read-only, an empty index file writable. */
+  snprintf(path, sizeof path, "%s/index/21000101000000003", dir);
+  close(open(path, O_CREAT | O_WRONLY, 0644));
+  init(&s, dir, 8, 4, false, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 2);
+  rmq_index_service_destroy(&s);
+  init(&s, dir, 8, 4, true, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, false, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 1); /* the full ones ended after "checkpoint" 0 */
+  CHECK(rmq_index_service_file_info(&s, 0, &h, name) && h.index_count == 1 &&
+        h.end_timestamp == 0);
+  CHECK_EQ_STR(name, "21000101000000003");
+  struct stat st3;
+  CHECK(stat(path, &st3) == 0 && st3.st_size == 40 + 8 * 4 + 4 * 20);
+  CHECK_EQ_INT(build(&s, "TN", 200, now, NULL, "w"), RMQ_OK); /* it takes items */
+  CHECK_EQ_INT(rmq_index_service_count(&s), 1);
+  rmq_index_service_destroy(&s);
   /* A file of the wrong size is a load error. */
   snprintf(path, sizeof path, "%s/index/21000101000000005", dir);
   int fd = open(path, O_CREAT | O_WRONLY, 0644);
