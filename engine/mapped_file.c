@@ -276,6 +276,8 @@ static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err
   char path[4096];
   int64_t from;
   snprintf(path, sizeof path, "%s/%s", q->dir, name);
+  /* A reader skips a file whose creation a crash cut short (a writer sizes it). */
+  if (!q->writable && file_length(path) == 0) return RMQ_OK;
   rmq_file_name_parse(name, &from);
   if (q->count > 0) {
     rmq_mapped_file *prev = q->files[q->count - 1];
