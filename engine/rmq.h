@@ -75,6 +75,13 @@ void rmq_store_close(rmq_store *s);
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err);
 
+/*
+** Put latency (whole rmq_store_put, sync flush included) at a quantile
+** (0.5, 0.99) in ns, from a sample of the puts, rounded up to a power of two.
+*/
+#define RMQ_LATENCY_BUCKETS 40
+int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile);
+
 /* Force everything written so far to disk; *flushed_offset gets the flushed end. */
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "allocate.h"
@@ -49,6 +50,8 @@ struct rmq_store {
   rmq_reput_service *reput;
   rmq_cq_flush_service *cq_flush;
   char recovery_report[768];
+  /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
+  _Atomic int64_t latency_buckets[RMQ_LATENCY_BUCKETS];
 };
 
 /* ---------------------------------------------------------------- config */
@@ -381,14 +384,48 @@ void rmq_store_close(rmq_store *s) {
 
 /* ------------------------------------------------------------------ use */
 
-int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
-                  rmq_err *err) {
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void record_latency(rmq_store *s, int64_t ns) {
+  int b = 0;
+  while (b < RMQ_LATENCY_BUCKETS - 1 && ns >= (int64_t)2 << b) b++;
+  atomic_fetch_add_explicit(&s->latency_buckets[b], 1, memory_order_relaxed);
+}
+
+static int store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
+                     rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   int rc = rmq_commitlog_put(&s->commitlog, msgs, n, results, err);
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
   if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
   int64_t next = results[n - 1].physical_offset + results[n - 1].size;
   return rmq_flush_wait(s->flush, next, err);
+}
+
+/* One put in 16 per thread is timed: the clock costs more than a hot append. */
+int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
+                  rmq_err *err) {
+  static _Thread_local unsigned calls;
+  if ((calls++ & 15) != 0) return store_put(s, msgs, n, results, err);
+  int64_t t0 = now_ns();
+  int rc = store_put(s, msgs, n, results, err);
+  if (rc == RMQ_OK) record_latency(s, now_ns() - t0);
+  return rc;
+}
+
+int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {
+  int64_t counts[RMQ_LATENCY_BUCKETS], total = 0, seen = 0;
+  for (int b = 0; b < RMQ_LATENCY_BUCKETS; b++) total += counts[b] = atomic_load(&s->latency_buckets[b]);
+  if (total == 0) return 0;
+  for (int b = 0; b < RMQ_LATENCY_BUCKETS; b++) {
+    seen += counts[b];
+    if ((double)seen >= quantile * (double)total) return (int64_t)2 << b;
+  }
+  return (int64_t)2 << (RMQ_LATENCY_BUCKETS - 1);
 }
 
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
