@@ -320,6 +320,10 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   if (writable && mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
     return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", s->dir, strerror(errno));
   }
+  struct stat st;
+  if (!writable && (stat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+    return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", s->dir);
+  }
   int rc = writable ? take_lock(s, err) : RMQ_OK;
   s->last_exit_ok = !abort_exists(s);
   if (rc == RMQ_OK) rc = open_commitlog(s, err);

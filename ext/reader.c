@@ -1,0 +1,30 @@
+/*
+** reader.c: a store to read for the companion tables (see rmq_ext.h).
+*/
+#include "rmq_ext.h"
+
+int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg) {
+  r->store = rmq_registry_find(dir);
+  r->shared = r->store != NULL;
+  if (r->store) return SQLITE_OK;
+  rmq_config cfg;
+  rmq_config_init(&cfg);
+  cfg.readonly = true;
+  rmq_err err = {0};
+  if (rmq_store_open(dir, &cfg, &r->store, &err) != RMQ_OK) {
+    *errmsg = sqlite3_mprintf("%s", err.msg);
+    r->store = NULL;
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+void rmq_reader_close(rmq_reader *r) {
+  if (!r->store) return;
+  if (r->shared) {
+    rmq_registry_release(r->store);
+  } else {
+    rmq_store_close(r->store);
+  }
+  r->store = NULL;
+}
