@@ -40,4 +40,24 @@ typedef struct rmq_reader {
 int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg);
 void rmq_reader_close(rmq_reader *r);
 
+/*
+** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING
+** rocketmq(...) into a checked configuration; *dir is sqlite3_malloc'd.
+*/
+int rmq_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
+                   char **errmsg);
+
+/* json.c: properties as a JSON object of strings (sqlite3_free the result). */
+char *rmq_properties_json(const char *props, size_t len);
+/* One name/value pair of a JSON object given by the user; return SQLITE_OK or fail with *errmsg. */
+typedef int (*rmq_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
+                                size_t value_len, char **errmsg);
+/*
+** Parse a JSON object whose values are strings, numbers or true/false
+** (null skips the pair), calling cb for each pair in order.
+*/
+int rmq_properties_from_json(const char *text, rmq_json_pair_cb cb, void *ctx, char **errmsg);
+/* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+bool rmq_utf8_valid(const uint8_t *s, size_t n);
+
 #endif

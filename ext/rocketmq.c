@@ -20,6 +20,7 @@
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT1
 
+#include "rmq_ext.h"
 #include "rmq_version.h"
 
 /* rocketmq_version(): the version string RMQ_VERSION. */
@@ -51,7 +52,9 @@ __attribute__((visibility("default"))) int sqlite3_rocketmq_init(
   (void)pzErrMsg;
   SQLITE_EXTENSION_INIT2(pApi);
   if (rmqAlreadyLoaded(db)) return SQLITE_OK;
-  return sqlite3_create_function(db, "rocketmq_version", 0,
-                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
-                                 rmqVersionFunc, 0, 0);
+  int rc = sqlite3_create_function(db, "rocketmq_version", 0,
+                                   SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
+                                   rmqVersionFunc, 0, 0);
+  if (rc == SQLITE_OK) rc = rmq_register_store_table(db);
+  return rc;
 }

@@ -1,0 +1,167 @@
+/*
+** args.c: the arguments of CREATE VIRTUAL TABLE ... USING rocketmq(...).
+**
+** Each argument is key=value; a value may be quoted with '...' or "...".
+** `dir` is required; every other key has RocketMQ's default (rmq.h). An
+** unknown key, a repeated key or a bad value is an error that names it, and
+** the whole configuration is then checked against its limits.
+*/
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmq_ext.h"
+
+typedef enum arg_kind { ARG_INT, ARG_BOOL, ARG_TEXT, ARG_FLUSH, ARG_HOST } arg_kind;
+
+typedef struct arg_spec {
+  const char *name;
+  arg_kind kind;
+  size_t offset; /* into rmq_config; for ARG_TEXT the field's size is text_cap */
+  size_t text_cap;
+} arg_spec;
+
+#define INT_ARG(n) {#n, ARG_INT, offsetof(rmq_config, n), 0}
+#define TEXT_ARG(n) {#n, ARG_TEXT, offsetof(rmq_config, n), sizeof(((rmq_config *)0)->n)}
+
+static const arg_spec arg_specs[] = {
+    {"flush", ARG_FLUSH, 0, 0},
+    INT_ARG(commitlog_file_size),
+    INT_ARG(consumequeue_entries),
+    INT_ARG(index_slots),
+    INT_ARG(index_entries),
+    INT_ARG(max_message_size),
+    INT_ARG(default_queues),
+    TEXT_ARG(delay_levels),
+    INT_ARG(file_reserved_hours),
+    TEXT_ARG(delete_when),
+    INT_ARG(disk_max_used_ratio),
+    {"readonly", ARG_BOOL, offsetof(rmq_config, readonly), 0},
+    {"store_host", ARG_HOST, offsetof(rmq_config, store_host), 0},
+    INT_ARG(sync_flush_timeout_ms),
+    INT_ARG(transient_store_pool),
+    {"warm_mapped_file", ARG_BOOL, offsetof(rmq_config, warm_mapped_file), 0},
+};
+
+/* The value with its quotes removed, as a new string. */
+static char *unquote(const char *v) {
+  size_t n = strlen(v);
+  if (n >= 2 && (v[0] == '\'' || v[0] == '"') && v[n - 1] == v[0]) {
+    sqlite3_str *s = sqlite3_str_new(0);
+    for (size_t i = 1; i < n - 1; i++) {
+      sqlite3_str_appendchar(s, 1, v[i]);
+      if (v[i] == v[0] && v[i + 1] == v[0]) i++; /* '' inside '...' is one quote */
+    }
+    char *r = sqlite3_str_finish(s);
+    return r ? r : sqlite3_mprintf("%s", "");
+  }
+  return sqlite3_mprintf("%s", v);
+}
+
+static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **errmsg) {
+  char *base = (char *)cfg + a->offset;
+  char *end;
+  switch (a->kind) {
+    case ARG_INT: {
+      errno = 0;
+      long long x = strtoll(v, &end, 10);
+      if (!*v || *end || errno || x < INT32_MIN || x > INT32_MAX) {
+        *errmsg = sqlite3_mprintf("%s: '%s' is not an integer", a->name, v);
+        return SQLITE_ERROR;
+      }
+      *(int32_t *)base = (int32_t)x;
+      return SQLITE_OK;
+    }
+    case ARG_BOOL:
+      if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        *errmsg = sqlite3_mprintf("%s: '%s' must be 0 or 1", a->name, v);
+        return SQLITE_ERROR;
+      }
+      *(bool *)base = v[0] == '1';
+      return SQLITE_OK;
+    case ARG_TEXT:
+      if (strlen(v) >= a->text_cap) {
+        *errmsg = sqlite3_mprintf("%s: the value is longer than %d bytes", a->name,
+                                  (int)a->text_cap - 1);
+        return SQLITE_ERROR;
+      }
+      memcpy(base, v, strlen(v) + 1);
+      return SQLITE_OK;
+    case ARG_FLUSH:
+      if (strcmp(v, "async") != 0 && strcmp(v, "sync") != 0) {
+        *errmsg = sqlite3_mprintf("flush: '%s' must be 'async' or 'sync'", v);
+        return SQLITE_ERROR;
+      }
+      cfg->flush_sync = v[0] == 's';
+      return SQLITE_OK;
+    case ARG_HOST:
+      if (rmq_host_parse(v, (rmq_host *)base) != 0) {
+        *errmsg = sqlite3_mprintf("store_host: '%s' is not ip:port (e.g. 10.0.0.5:10911 or "
+                                  "[2001:db8::5]:10911)", v);
+        return SQLITE_ERROR;
+      }
+      return SQLITE_OK;
+  }
+  return SQLITE_ERROR;
+}
+
+static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *seen,
+                     char **errmsg) {
+  const char *eq = strchr(arg, '=');
+  if (!eq) {
+    *errmsg = sqlite3_mprintf("argument '%s' is not key=value", arg);
+    return SQLITE_ERROR;
+  }
+  char *key = sqlite3_mprintf("%.*s", (int)(eq - arg), arg);
+  char *value = unquote(eq + 1);
+  /* keys may be written with spaces around '=' */
+  for (char *k = key + strlen(key); k > key && k[-1] == ' '; k--) k[-1] = 0;
+  char *k = key + strspn(key, " ");
+  int rc = SQLITE_OK, n = (int)(sizeof arg_specs / sizeof *arg_specs);
+  int i = 0;
+  while (i < n && strcmp(arg_specs[i].name, k) != 0) i++;
+  unsigned bit = 1u << (i < n ? i : 31);
+  if (strcmp(k, "dir") == 0) {
+    bit = 1u << 30;
+  }
+  if (*seen & bit) {
+    *errmsg = sqlite3_mprintf("argument %s is given twice", k);
+    rc = SQLITE_ERROR;
+  } else if (strcmp(k, "dir") == 0) {
+    *dir = sqlite3_mprintf("%s", value);
+  } else if (i == n) {
+    *errmsg = sqlite3_mprintf("unknown argument '%s' (arguments: dir, flush, "
+                              "commitlog_file_size, consumequeue_entries, index_slots, "
+                              "index_entries, max_message_size, default_queues, delay_levels, "
+                              "file_reserved_hours, delete_when, disk_max_used_ratio, readonly, "
+                              "store_host, sync_flush_timeout_ms, transient_store_pool, "
+                              "warm_mapped_file)", k);
+    rc = SQLITE_ERROR;
+  } else {
+    rc = set_value(&arg_specs[i], value + strspn(value, " "), cfg, errmsg);
+  }
+  *seen |= bit;
+  sqlite3_free(key);
+  sqlite3_free(value);
+  return rc;
+}
+
+int rmq_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
+                   char **errmsg) {
+  rmq_config_init(cfg);
+  *dir = NULL;
+  unsigned seen = 0;
+  for (int i = 0; i < argc; i++) {
+    if (parse_one(argv[i], cfg, dir, &seen, errmsg) != SQLITE_OK) return SQLITE_ERROR;
+  }
+  if (!*dir || !**dir) {
+    *errmsg = sqlite3_mprintf("the argument dir='path/to/store' is required");
+    return SQLITE_ERROR;
+  }
+  rmq_err err = {0};
+  if (rmq_config_check(cfg, &err) != RMQ_OK) {
+    *errmsg = sqlite3_mprintf("%s", err.msg);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}

@@ -1,0 +1,1068 @@
+/*
+** vtab_store.c: the `rocketmq` virtual table, a RocketMQ message store.
+**
+** Usage:
+**
+**    CREATE VIRTUAL TABLE mq USING rocketmq(dir='path/to/store', flush='async');
+**    INSERT INTO mq(topic, tags, keys, body) VALUES ('Orders', 'paid', 'o-1', 'hello');
+**    SELECT last_insert_rowid();             -- the commit-log offset of that message
+**    SELECT queue_offset, body_text FROM mq
+**     WHERE topic = 'Orders' AND queue_id = 0 AND queue_offset >= 0;
+**    SELECT * FROM mq WHERE topic = 'Orders' AND key = 'o-1';
+**
+** Arguments (args.c): dir is required; the others have RocketMQ's defaults.
+** Every table of every connection of the process that names the same
+** directory shares one engine (engine/registry.c), whose threads start with
+** the first and stop, after a final flush, with the last. DROP TABLE never
+** deletes the store's files.
+**
+** Columns: see STORE_SCHEMA; rowid is commitlog_offset. delay_level, key and
+** wait_ms are HIDDEN: delay_level is an INSERT input, key and wait_ms are
+** search inputs.
+**
+** INSERT. The row is checked (topic rules and not a system topic, queue id,
+** sizes, JSON properties, delay level) before anything is appended; a bad
+** row is an error naming the limit (SQLITE_CONSTRAINT, so INSERT OR IGNORE
+** skips it). Columns the store assigns cannot be given. In autocommit mode
+** each row is appended when it is inserted and last_insert_rowid() is its
+** commit-log offset. Inside BEGIN ... COMMIT rows are kept per connection
+** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
+** TO and a failed statement drop exactly their rows. With flush='sync' the
+** append returns only once on disk. UPDATE and DELETE are refused: the log
+** is append-only.
+**
+** SELECT plans (xBestIndex; idxNum holds one bit per constraint slot used,
+** idxStr names the plan for EXPLAIN QUERY PLAN):
+**    "offset=?"                  commitlog_offset/rowid = ?: one direct read
+**    "msgid"                     msg_id = ?: decoded to an offset, one read
+**    "index key" / "index uniq_key"
+**                                topic = ? AND key = ? (or uniq_key = ?):
+**                                index-file look-up, each record re-checked
+**    "cq topic=? queue_id=? ..." topic = ? AND queue_id = ? with optional
+**                                queue_offset bounds, tags = ? (tag hash
+**                                first), store_timestamp >= ? (time search)
+**                                and wait_ms = ? (long poll at the end)
+**    "offset range"              commitlog_offset bounds: a commit-log walk
+**    "scan"                      the whole commit log in physical order,
+**                                starting at the first segment that can hold
+**                                store_timestamp >= ? when given
+** Before a consume-queue or index plan runs, it waits for the dispatcher to
+** reach the commit log's end, so a query sees every message whose INSERT
+** returned before it started.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rmq_ext.h"
+#include "service_thread.h"
+
+#define STORE_SCHEMA                                                                        \
+  "CREATE TABLE x(commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT,"      \
+  " topic TEXT, queue_id INTEGER, queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB,"   \
+  " body_text TEXT, properties TEXT, flag INTEGER, sys_flag INTEGER, body_crc INTEGER,"     \
+  " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"      \
+  " reconsume_times INTEGER, prepared_transaction_offset INTEGER,"                         \
+  " delay_level INTEGER HIDDEN, key TEXT HIDDEN, wait_ms INTEGER HIDDEN)"
+
+enum {
+  COL_COMMITLOG_OFFSET, COL_SIZE, COL_MSG_ID, COL_UNIQ_KEY, COL_TOPIC, COL_QUEUE_ID,
+  COL_QUEUE_OFFSET, COL_TAGS, COL_KEYS, COL_BODY, COL_BODY_TEXT, COL_PROPERTIES, COL_FLAG,
+  COL_SYS_FLAG, COL_BODY_CRC, COL_BORN_TIMESTAMP, COL_BORN_HOST, COL_STORE_TIMESTAMP,
+  COL_STORE_HOST, COL_RECONSUME_TIMES, COL_PREPARED_TX_OFFSET, COL_DELAY_LEVEL, COL_KEY,
+  COL_WAIT_MS, COL_COUNT
+};
+
+/* How long a query waits for the dispatcher to catch up before it reads. */
+#define DISPATCH_WAIT_MS 30000
+/* Most candidates one key look-up reads (RocketMQ caps a query at 64). */
+#define KEY_QUERY_MAX 1024
+
+/* ------------------------------------------------------------ the table */
+
+/* A row inserted inside a transaction, kept until COMMIT. */
+typedef struct pending_row {
+  rmq_message m;
+  char *buf; /* topic, body and properties that m points into */
+} pending_row;
+
+typedef struct store_vtab {
+  sqlite3_vtab base;
+  sqlite3 *db;
+  rmq_store *store;
+  rmq_uniq_key_gen *uniq;
+  int64_t delay_ms[RMQ_MAX_DELAY_LEVELS];
+  int delay_levels;
+  uint32_t next_queue;    /* round robin over default_queues */
+  pending_row *pending;   /* rows of the open transaction */
+  int npending, cap;
+  int *savepoints;        /* npending at each open savepoint level */
+  int nsavepoints;
+} store_vtab;
+
+static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
+  sqlite3_free(vt->zErrMsg);
+  vt->zErrMsg = sqlite3_mprintf(fmt, msg);
+  return SQLITE_ERROR;
+}
+
+static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                         sqlite3_vtab **out, char **errmsg) {
+  (void)aux;
+  rmq_config cfg;
+  char *dir = NULL;
+  int rc = rmq_parse_args(argc - 3, argv + 3, &cfg, &dir, errmsg);
+  store_vtab *vt = NULL;
+  if (rc == SQLITE_OK) rc = sqlite3_declare_vtab(db, STORE_SCHEMA);
+  if (rc == SQLITE_OK && (vt = sqlite3_malloc(sizeof *vt)) == NULL) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) {
+    memset(vt, 0, sizeof *vt);
+    vt->db = db;
+    rmq_err err = {0};
+    rmq_parse_delay_levels(cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
+                           &vt->delay_levels, &err);
+    if (rmq_registry_open(dir, &cfg, &vt->store, &err) != RMQ_OK) {
+      *errmsg = sqlite3_mprintf("%s", err.msg);
+      rc = SQLITE_ERROR;
+    } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL) {
+      rc = SQLITE_NOMEM;
+    }
+  }
+  if (rc == SQLITE_OK) {
+    sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
+    *out = &vt->base;
+  } else if (vt) {
+    rmq_registry_release(vt->store);
+    sqlite3_free(vt);
+  }
+  sqlite3_free(dir);
+  return rc;
+}
+
+static void pending_clear(store_vtab *vt, int keep) {
+  while (vt->npending > keep) sqlite3_free(vt->pending[--vt->npending].buf);
+}
+
+static int store_disconnect(sqlite3_vtab *base) {
+  store_vtab *vt = (store_vtab *)base;
+  pending_clear(vt, 0);
+  sqlite3_free(vt->pending);
+  sqlite3_free(vt->savepoints);
+  rmq_uniq_key_gen_free(vt->uniq);
+  rmq_registry_release(vt->store);
+  sqlite3_free(vt);
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------- xBestIndex */
+
+/* Constraint slots, in the order their values reach xFilter's argv. */
+enum {
+  S_OFFSET_EQ, S_MSGID, S_TOPIC, S_KEY, S_UNIQ, S_QUEUE, S_QOFF_EQ, S_QOFF_GE, S_QOFF_GT,
+  S_QOFF_LE, S_QOFF_LT, S_TAGS, S_WAIT, S_OFF_GE, S_OFF_GT, S_OFF_LE, S_OFF_LT, S_TS_GE,
+  S_TS_GT, S_COUNT
+};
+#define BIT(s) (1 << (s))
+#define QOFF_BITS (BIT(S_QOFF_EQ) | BIT(S_QOFF_GE) | BIT(S_QOFF_GT) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT))
+#define OFF_BITS (BIT(S_OFF_GE) | BIT(S_OFF_GT) | BIT(S_OFF_LE) | BIT(S_OFF_LT))
+#define TS_BITS (BIT(S_TS_GE) | BIT(S_TS_GT))
+
+/* The slot a usable constraint can fill, or -1. */
+static int constraint_slot(int col, int op) {
+  bool eq = op == SQLITE_INDEX_CONSTRAINT_EQ;
+  switch (col) {
+    case -1:
+    case COL_COMMITLOG_OFFSET:
+      return eq ? S_OFFSET_EQ : op == SQLITE_INDEX_CONSTRAINT_GE ? S_OFF_GE
+           : op == SQLITE_INDEX_CONSTRAINT_GT ? S_OFF_GT : op == SQLITE_INDEX_CONSTRAINT_LE ? S_OFF_LE
+           : op == SQLITE_INDEX_CONSTRAINT_LT ? S_OFF_LT : -1;
+    case COL_MSG_ID: return eq ? S_MSGID : -1;
+    case COL_TOPIC: return eq ? S_TOPIC : -1;
+    case COL_KEY: return eq ? S_KEY : -1;
+    case COL_UNIQ_KEY: return eq ? S_UNIQ : -1;
+    case COL_QUEUE_ID: return eq ? S_QUEUE : -1;
+    case COL_QUEUE_OFFSET:
+      return eq ? S_QOFF_EQ : op == SQLITE_INDEX_CONSTRAINT_GE ? S_QOFF_GE
+           : op == SQLITE_INDEX_CONSTRAINT_GT ? S_QOFF_GT : op == SQLITE_INDEX_CONSTRAINT_LE ? S_QOFF_LE
+           : op == SQLITE_INDEX_CONSTRAINT_LT ? S_QOFF_LT : -1;
+    case COL_TAGS: return eq ? S_TAGS : -1;
+    case COL_WAIT_MS: return eq ? S_WAIT : -1;
+    case COL_STORE_TIMESTAMP:
+      return op == SQLITE_INDEX_CONSTRAINT_GE ? S_TS_GE : op == SQLITE_INDEX_CONSTRAINT_GT ? S_TS_GT : -1;
+    default: return -1;
+  }
+}
+
+typedef enum plan { PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN } plan;
+
+/* The slots each plan takes from what is available. */
+static plan choose_plan(int avail, int *use) {
+  if (avail & BIT(S_OFFSET_EQ)) return *use = BIT(S_OFFSET_EQ), PLAN_OFFSET;
+  if (avail & BIT(S_MSGID)) return *use = BIT(S_MSGID), PLAN_MSGID;
+  if ((avail & BIT(S_TOPIC)) && (avail & BIT(S_KEY))) return *use = BIT(S_TOPIC) | BIT(S_KEY), PLAN_KEY;
+  if ((avail & BIT(S_TOPIC)) && (avail & BIT(S_UNIQ))) return *use = BIT(S_TOPIC) | BIT(S_UNIQ), PLAN_UNIQ;
+  if ((avail & BIT(S_TOPIC)) && (avail & BIT(S_QUEUE))) {
+    *use = avail & (BIT(S_TOPIC) | BIT(S_QUEUE) | QOFF_BITS | BIT(S_TAGS) | BIT(S_WAIT) | TS_BITS);
+    return PLAN_CQ;
+  }
+  if (avail & OFF_BITS) return *use = avail & (OFF_BITS | TS_BITS), PLAN_RANGE;
+  *use = avail & TS_BITS;
+  return PLAN_SCAN;
+}
+
+static char *plan_name(plan p, int use) {
+  static const char *const names[] = {"offset=?", "msgid", "index key", "index uniq_key", "cq",
+                                      "offset range", "scan"};
+  if (p != PLAN_CQ) {
+    return sqlite3_mprintf("%s%s", names[p], p == PLAN_SCAN && (use & TS_BITS) ? " store_timestamp>=?" : "");
+  }
+  return sqlite3_mprintf("cq topic=? queue_id=?%s%s%s%s%s%s%s%s",
+                         use & BIT(S_QOFF_EQ) ? " queue_offset=?" : "",
+                         use & BIT(S_QOFF_GE) ? " queue_offset>=?" : "",
+                         use & BIT(S_QOFF_GT) ? " queue_offset>?" : "",
+                         use & BIT(S_QOFF_LE) ? " queue_offset<=?" : "",
+                         use & BIT(S_QOFF_LT) ? " queue_offset<?" : "",
+                         use & BIT(S_TAGS) ? " tags=?" : "",
+                         use & TS_BITS ? " store_timestamp>=?" : "",
+                         use & BIT(S_WAIT) ? " wait_ms=?" : "");
+}
+
+static double plan_cost(plan p, int use) {
+  switch (p) {
+    case PLAN_OFFSET:
+    case PLAN_MSGID: return 1;
+    case PLAN_KEY:
+    case PLAN_UNIQ: return 10;
+    case PLAN_CQ: return use & (BIT(S_QOFF_EQ) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT)) ? 20 : 100;
+    case PLAN_RANGE: return 10000;
+    default: return 1000000;
+  }
+}
+
+/* Rows come in commit-log order for walks, queue order for the consume queue. */
+static bool order_consumed(sqlite3_index_info *info, plan p) {
+  if (info->nOrderBy != 1 || info->aOrderBy[0].desc) return false;
+  int col = info->aOrderBy[0].iColumn;
+  if (p == PLAN_CQ) return col == COL_QUEUE_OFFSET;
+  return (p == PLAN_RANGE || p == PLAN_SCAN) && (col == -1 || col == COL_COMMITLOG_OFFSET);
+}
+
+static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
+  (void)base;
+  int slot_of[S_COUNT], avail = 0;
+  for (int s = 0; s < S_COUNT; s++) slot_of[s] = -1;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    int s = c->usable ? constraint_slot(c->iColumn, c->op) : -1;
+    if (s >= 0 && slot_of[s] < 0) {
+      slot_of[s] = i;
+      avail |= BIT(s);
+    }
+  }
+  int use;
+  plan p = choose_plan(avail, &use);
+  int argv_index = 0;
+  bool in_used = false;
+  for (int s = 0; s < S_COUNT; s++) {
+    if (!(use & BIT(s))) continue;
+    int i = slot_of[s];
+    info->aConstraintUsage[i].argvIndex = ++argv_index;
+    /* Search inputs have no column value to re-check; the rest SQLite re-checks. */
+    info->aConstraintUsage[i].omit = s == S_KEY || s == S_WAIT;
+    in_used = in_used || sqlite3_vtab_in(info, i, -1);
+  }
+  info->idxNum = use;
+  info->idxStr = plan_name(p, use);
+  info->needToFreeIdxStr = 1;
+  info->estimatedCost = plan_cost(p, use);
+  info->estimatedRows = (sqlite3_int64)plan_cost(p, use);
+  if (p == PLAN_OFFSET || p == PLAN_MSGID) info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
+  info->orderByConsumed = !in_used && order_consumed(info, p);
+  return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------- cursor */
+
+typedef struct store_cursor {
+  sqlite3_vtab_cursor base;
+  store_vtab *vt;
+  plan plan;
+  bool eof;
+  /* the current record */
+  rmq_commitlog_ref ref;
+  rmq_message m;
+  /* walks: the next offset to read, the end (exclusive), records to pass over */
+  int64_t next_offset, end_offset, skip_below;
+  /* consume queue */
+  rmq_consume_queue *cq;
+  rmq_cq_iter it;
+  bool iterating;
+  int64_t qoff_end;       /* exclusive */
+  char *topic, *tags;
+  int32_t queue_id;
+  int64_t tags_code;
+  int64_t wait_ms;
+  /* key look-ups */
+  int64_t *offsets;
+  int noffsets, ioffset;
+  char *key;
+} store_cursor;
+
+static int store_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out) {
+  store_cursor *c = sqlite3_malloc(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  c->vt = (store_vtab *)base;
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static void cursor_reset(store_cursor *c) {
+  rmq_commitlog_ref_release(&c->ref);
+  if (c->iterating) rmq_cq_iter_stop(&c->it);
+  c->iterating = false;
+  sqlite3_free(c->topic);
+  sqlite3_free(c->tags);
+  sqlite3_free(c->key);
+  sqlite3_free(c->offsets);
+  c->topic = c->tags = c->key = NULL;
+  c->offsets = NULL;
+  c->noffsets = c->ioffset = 0;
+  c->cq = NULL;
+  c->wait_ms = 0;
+  c->eof = true;
+}
+
+static int store_close(sqlite3_vtab_cursor *base) {
+  cursor_reset((store_cursor *)base);
+  sqlite3_free(base);
+  return SQLITE_OK;
+}
+
+static rmq_commitlog *cursor_log(store_cursor *c) { return rmq_store_commitlog(c->vt->store); }
+
+static int cursor_error(store_cursor *c, const char *msg) {
+  return set_vtab_error(&c->vt->base, "%s", msg);
+}
+
+/* Load the record at offset into the cursor; false when no valid record is there. */
+static bool load_record(store_cursor *c, int64_t offset) {
+  rmq_commitlog_ref_release(&c->ref);
+  rmq_err err = {0};
+  return rmq_commitlog_read_message(cursor_log(c), offset, false, &c->ref, &c->m, &err) == RMQ_OK;
+}
+
+/* ---- walks (offset range, scan) */
+
+/*
+** The next record at or after next_offset (skipping BLANKs and, since a
+** range may start inside a record, records that start below skip_below).
+** An invalid record inside the written log is an error, never an end.
+*/
+static int walk_next(store_cursor *c) {
+  rmq_commitlog *cl = cursor_log(c);
+  rmq_commitlog_ref_release(&c->ref);
+  while (c->next_offset < c->end_offset && c->next_offset < rmq_commitlog_max_offset(cl)) {
+    if (rmq_commitlog_get_data(cl, c->next_offset, &c->ref) != RMQ_OK) {
+      c->next_offset = rmq_commitlog_roll_next(cl, c->next_offset);
+      continue;
+    }
+    rmq_decode_status s = rmq_message_decode(c->ref.data, c->ref.avail, false, &c->m);
+    if (s == RMQ_DECODE_OK) {
+      c->next_offset += c->m.total_size;
+      if (c->m.physical_offset + c->m.total_size <= c->skip_below) {
+        rmq_commitlog_ref_release(&c->ref);
+        continue;
+      }
+      return SQLITE_OK;
+    }
+    rmq_commitlog_ref_release(&c->ref);
+    if (s != RMQ_DECODE_BLANK) {
+      char *msg = sqlite3_mprintf("commit log offset %lld holds no valid record (%s): the store "
+                                  "is damaged; rocketmq_commitlog shows where",
+                                  (long long)c->next_offset, rmq_decode_status_name(s));
+      cursor_error(c, msg);
+      sqlite3_free(msg);
+      return SQLITE_CORRUPT;
+    }
+    c->next_offset = rmq_commitlog_roll_next(cl, c->next_offset);
+  }
+  c->eof = true;
+  return SQLITE_OK;
+}
+
+/* The start of the last segment whose first record was stored at or before ts. */
+static int64_t segment_for_time(store_cursor *c, int64_t ts) {
+  rmq_commitlog *cl = cursor_log(c);
+  int64_t start = rmq_commitlog_min_offset(cl);
+  for (int i = 0, n = rmq_mfq_count(&cl->mfq); i < n; i++) {
+    rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, i);
+    if (!mf) continue;
+    int64_t first_ts = rmq_store_time_at(c->vt->store, mf->file_from_offset, 0);
+    int64_t from = mf->file_from_offset;
+    rmq_mapped_file_release(mf);
+    if (first_ts < 0 || first_ts > ts) break;
+    start = from;
+  }
+  return start;
+}
+
+/* ---- consume queue */
+
+/* Wait for the dispatcher to cover everything appended before this query started. */
+static int wait_dispatched(store_cursor *c) {
+  rmq_reput_service *r = rmq_store_reput(c->vt->store);
+  if (!r) return SQLITE_OK; /* read-only: the files are what they are */
+  rmq_err err = {0};
+  if (rmq_reput_wait_for(r, rmq_commitlog_max_offset(cursor_log(c)), DISPATCH_WAIT_MS, &err) !=
+      RMQ_OK) {
+    return cursor_error(c, err.msg);
+  }
+  return SQLITE_OK;
+}
+
+/* Long poll: sleep until the dispatcher moves or wait_ms passes; true if it moved. */
+static bool wait_for_arrival(store_cursor *c) {
+  rmq_reput_service *r = rmq_store_reput(c->vt->store);
+  if (!r || c->wait_ms <= 0) return false;
+  int64_t seen = rmq_reput_offset(r), deadline = rmq_monotonic_ms() + c->wait_ms;
+  while (rmq_monotonic_ms() < deadline) {
+    rmq_reput_wait_progress(r, seen, (int)(deadline - rmq_monotonic_ms()));
+    if (!c->cq) c->cq = rmq_cq_table_find(rmq_store_consume_queues(c->vt->store), c->topic, c->queue_id);
+    if (c->cq && rmq_cq_max_offset(c->cq) > c->next_offset) return true;
+    seen = rmq_reput_offset(r);
+  }
+  return false;
+}
+
+/*
+** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
+** matches, with its record; a long poll once at the end when wait_ms is set.
+*/
+static int cq_next(store_cursor *c) {
+  rmq_commitlog_ref_release(&c->ref);
+  for (;;) {
+    rmq_cq_entry e;
+    if (!c->iterating && c->cq) {
+      rmq_cq_iter_start(&c->it, c->cq, c->next_offset);
+      c->iterating = true;
+    }
+    if (c->iterating && c->it.offset < c->qoff_end && rmq_cq_iter_next(&c->it, &e)) {
+      c->next_offset = c->it.offset;
+      if (c->tags && e.tags_code != c->tags_code) continue;
+      if (load_record(c, e.phy_offset)) return SQLITE_OK;
+      char *msg = sqlite3_mprintf("consume queue %s/%d entry %lld points at commit log offset "
+                                  "%lld, where no valid record is", c->topic, c->queue_id,
+                                  (long long)(c->it.offset - 1), (long long)e.phy_offset);
+      cursor_error(c, msg);
+      sqlite3_free(msg);
+      return SQLITE_CORRUPT;
+    }
+    if (c->iterating) rmq_cq_iter_stop(&c->it);
+    c->iterating = false;
+    if (c->next_offset >= c->qoff_end || !wait_for_arrival(c)) break;
+    c->wait_ms = 0; /* one long poll per query */
+  }
+  c->eof = true;
+  return SQLITE_OK;
+}
+
+/* ---- key look-ups */
+
+static int key_next(store_cursor *c) {
+  rmq_commitlog_ref_release(&c->ref);
+  while (c->ioffset < c->noffsets) {
+    if (load_record(c, c->offsets[c->ioffset++])) return SQLITE_OK;
+  }
+  c->eof = true;
+  return SQLITE_OK;
+}
+
+static int key_filter(store_cursor *c, const char *topic, const char *key) {
+  int rc = wait_dispatched(c);
+  if (rc != SQLITE_OK) return rc;
+  c->key = sqlite3_mprintf("%s", key);
+  c->offsets = sqlite3_malloc(KEY_QUERY_MAX * (int)sizeof *c->offsets);
+  if (!c->key || !c->offsets) return SQLITE_NOMEM;
+  rmq_err err = {0};
+  if (rmq_store_query_key(c->vt->store, topic, key, 0, INT64_MAX, KEY_QUERY_MAX, c->offsets,
+                          &c->noffsets, &err) != RMQ_OK) {
+    return cursor_error(c, err.msg);
+  }
+  return key_next(c);
+}
+
+/* ---- xFilter */
+
+typedef struct filter_args {
+  sqlite3_value *v[S_COUNT];
+} filter_args;
+
+static int64_t arg_int(filter_args *a, int s, int64_t dflt) {
+  return a->v[s] ? sqlite3_value_int64(a->v[s]) : dflt;
+}
+
+static const char *arg_text(filter_args *a, int s) {
+  return a->v[s] ? (const char *)sqlite3_value_text(a->v[s]) : NULL;
+}
+
+static int cq_filter(store_cursor *c, filter_args *a) {
+  int rc = wait_dispatched(c);
+  const char *topic = arg_text(a, S_TOPIC), *tags = arg_text(a, S_TAGS);
+  if (rc != SQLITE_OK || !topic || !a->v[S_QUEUE] || sqlite3_value_type(a->v[S_QUEUE]) == SQLITE_NULL) {
+    c->eof = true;
+    return rc;
+  }
+  c->topic = sqlite3_mprintf("%s", topic);
+  if (!c->topic) return SQLITE_NOMEM;
+  c->queue_id = (int32_t)sqlite3_value_int64(a->v[S_QUEUE]);
+  c->cq = rmq_cq_table_find(rmq_store_consume_queues(c->vt->store), c->topic, c->queue_id);
+  int64_t lo = 0, hi = INT64_MAX;
+  if (a->v[S_QOFF_EQ]) lo = arg_int(a, S_QOFF_EQ, 0), hi = lo + 1;
+  if (a->v[S_QOFF_GE]) lo = arg_int(a, S_QOFF_GE, 0);
+  if (a->v[S_QOFF_GT]) lo = arg_int(a, S_QOFF_GT, 0) + 1;
+  if (a->v[S_QOFF_LE]) hi = arg_int(a, S_QOFF_LE, 0) + 1;
+  if (a->v[S_QOFF_LT]) hi = arg_int(a, S_QOFF_LT, 0);
+  if (c->cq && (a->v[S_TS_GE] || a->v[S_TS_GT])) {
+    int64_t ts = a->v[S_TS_GE] ? arg_int(a, S_TS_GE, 0) : arg_int(a, S_TS_GT, 0) + 1, at;
+    rmq_err err = {0};
+    if (rmq_store_queue_offset_at_time(c->vt->store, c->topic, c->queue_id, ts, &at, &err) != RMQ_OK)
+      return cursor_error(c, err.msg);
+    if (at > lo) lo = at;
+  }
+  if (tags) {
+    c->tags = sqlite3_mprintf("%s", tags);
+    c->tags_code = rmq_tags_code(tags, strlen(tags));
+  }
+  c->next_offset = lo < 0 ? 0 : lo;
+  c->qoff_end = hi;
+  c->wait_ms = arg_int(a, S_WAIT, 0);
+  return cq_next(c);
+}
+
+static int walk_filter(store_cursor *c, filter_args *a) {
+  rmq_commitlog *cl = cursor_log(c);
+  int64_t lo = rmq_commitlog_min_offset(cl), hi = INT64_MAX;
+  if (a->v[S_OFF_GE]) lo = arg_int(a, S_OFF_GE, 0) > lo ? arg_int(a, S_OFF_GE, 0) : lo;
+  if (a->v[S_OFF_GT]) lo = arg_int(a, S_OFF_GT, 0) + 1 > lo ? arg_int(a, S_OFF_GT, 0) + 1 : lo;
+  if (a->v[S_OFF_LE]) hi = arg_int(a, S_OFF_LE, 0) + 1;
+  if (a->v[S_OFF_LT]) hi = arg_int(a, S_OFF_LT, 0);
+  if (a->v[S_TS_GE] || a->v[S_TS_GT]) {
+    int64_t from = segment_for_time(c, a->v[S_TS_GE] ? arg_int(a, S_TS_GE, 0) : arg_int(a, S_TS_GT, 0));
+    if (from > lo) lo = from;
+  }
+  /* A range may start inside a record: walk from its segment's start. */
+  int64_t seg = cl->mfq.file_size;
+  int64_t min = rmq_commitlog_min_offset(cl);
+  c->skip_below = lo;
+  c->next_offset = lo - lo % seg < min ? min : lo - lo % seg;
+  c->end_offset = hi;
+  return walk_next(c);
+}
+
+static int point_filter(store_cursor *c, int64_t offset) {
+  c->eof = offset < 0 || !load_record(c, offset) || c->m.physical_offset != offset;
+  return SQLITE_OK;
+}
+
+static int msgid_filter(store_cursor *c, const char *id) {
+  rmq_host host;
+  int64_t offset;
+  if (!id || rmq_msg_id_parse(id, strlen(id), &host, &offset) != 0) {
+    c->eof = true;
+    return SQLITE_OK;
+  }
+  point_filter(c, offset);
+  if (!c->eof && memcmp(&c->m.store_host, &host, sizeof host) != 0) c->eof = true;
+  return SQLITE_OK;
+}
+
+static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                        sqlite3_value **argv) {
+  (void)idx_str;
+  store_cursor *c = (store_cursor *)base;
+  cursor_reset(c);
+  c->eof = false;
+  filter_args a = {{0}};
+  for (int s = 0, i = 0; s < S_COUNT && i < argc; s++) {
+    if (idx_num & BIT(s)) a.v[s] = argv[i++];
+  }
+  int use = idx_num;
+  c->plan = choose_plan(idx_num, &use);
+  switch (c->plan) {
+    case PLAN_OFFSET: return point_filter(c, arg_int(&a, S_OFFSET_EQ, -1));
+    case PLAN_MSGID: return msgid_filter(c, arg_text(&a, S_MSGID));
+    case PLAN_KEY:
+    case PLAN_UNIQ: {
+      const char *topic = arg_text(&a, S_TOPIC);
+      const char *key = arg_text(&a, c->plan == PLAN_KEY ? S_KEY : S_UNIQ);
+      if (!topic || !key) {
+        c->eof = true;
+        return SQLITE_OK;
+      }
+      return key_filter(c, topic, key);
+    }
+    case PLAN_CQ: return cq_filter(c, &a);
+    default: return walk_filter(c, &a);
+  }
+}
+
+static int store_next(sqlite3_vtab_cursor *base) {
+  store_cursor *c = (store_cursor *)base;
+  switch (c->plan) {
+    case PLAN_OFFSET:
+    case PLAN_MSGID:
+      rmq_commitlog_ref_release(&c->ref);
+      c->eof = true;
+      return SQLITE_OK;
+    case PLAN_KEY:
+    case PLAN_UNIQ: return key_next(c);
+    case PLAN_CQ: return cq_next(c);
+    default: return walk_next(c);
+  }
+}
+
+static int store_eof(sqlite3_vtab_cursor *base) { return ((store_cursor *)base)->eof; }
+
+static int store_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *rowid) {
+  *rowid = ((store_cursor *)base)->m.physical_offset;
+  return SQLITE_OK;
+}
+
+/* ---- xColumn */
+
+static void result_property(sqlite3_context *ctx, const rmq_message *m, const char *name) {
+  size_t n;
+  const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, name, &n);
+  if (v) sqlite3_result_text(ctx, v, (int)n, SQLITE_TRANSIENT);
+}
+
+static void result_host(sqlite3_context *ctx, const rmq_host *h) {
+  char buf[64];
+  rmq_host_format(h, buf, sizeof buf);
+  sqlite3_result_text(ctx, buf, -1, SQLITE_TRANSIENT);
+}
+
+static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
+  store_cursor *c = (store_cursor *)base;
+  const rmq_message *m = &c->m;
+  char id[RMQ_MSG_ID_MAX];
+  switch (col) {
+    case COL_COMMITLOG_OFFSET: sqlite3_result_int64(ctx, m->physical_offset); break;
+    case COL_SIZE: sqlite3_result_int(ctx, m->total_size); break;
+    case COL_MSG_ID:
+      rmq_msg_id_format(&m->store_host, m->physical_offset, id);
+      sqlite3_result_text(ctx, id, -1, SQLITE_TRANSIENT);
+      break;
+    case COL_UNIQ_KEY: result_property(ctx, m, RMQ_PROPERTY_UNIQ_KEY); break;
+    case COL_TOPIC: sqlite3_result_text(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT); break;
+    case COL_QUEUE_ID: sqlite3_result_int(ctx, m->queue_id); break;
+    case COL_QUEUE_OFFSET: sqlite3_result_int64(ctx, m->queue_offset); break;
+    case COL_TAGS: result_property(ctx, m, RMQ_PROPERTY_TAGS); break;
+    case COL_KEYS: result_property(ctx, m, RMQ_PROPERTY_KEYS); break;
+    case COL_BODY: sqlite3_result_blob(ctx, m->body, m->body_len, SQLITE_TRANSIENT); break;
+    case COL_BODY_TEXT:
+      if (rmq_utf8_valid(m->body, (size_t)m->body_len)) {
+        sqlite3_result_text(ctx, (const char *)m->body, m->body_len, SQLITE_TRANSIENT);
+      }
+      break;
+    case COL_PROPERTIES:
+      sqlite3_result_text(ctx, rmq_properties_json(m->properties, (size_t)m->properties_len), -1,
+                          sqlite3_free);
+      break;
+    case COL_FLAG: sqlite3_result_int(ctx, m->flag); break;
+    case COL_SYS_FLAG: sqlite3_result_int(ctx, m->sys_flag); break;
+    case COL_BODY_CRC: sqlite3_result_int(ctx, m->body_crc); break;
+    case COL_BORN_TIMESTAMP: sqlite3_result_int64(ctx, m->born_timestamp); break;
+    case COL_BORN_HOST: result_host(ctx, &m->born_host); break;
+    case COL_STORE_TIMESTAMP: sqlite3_result_int64(ctx, m->store_timestamp); break;
+    case COL_STORE_HOST: result_host(ctx, &m->store_host); break;
+    case COL_RECONSUME_TIMES: sqlite3_result_int(ctx, m->reconsume_times); break;
+    case COL_PREPARED_TX_OFFSET: sqlite3_result_int64(ctx, m->prepared_transaction_offset); break;
+    case COL_DELAY_LEVEL: {
+      size_t n;
+      const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len,
+                                         RMQ_PROPERTY_DELAY, &n);
+      if (v) sqlite3_result_int64(ctx, strtoll(v, NULL, 10));
+      break;
+    }
+    case COL_KEY:
+      if (c->key) sqlite3_result_text(ctx, c->key, -1, SQLITE_TRANSIENT);
+      break;
+    case COL_WAIT_MS: break;
+  }
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------- INSERT */
+
+/* Columns the store assigns or that only search: an INSERT may not give them. */
+static const struct { int col; const char *name; } assigned_columns[] = {
+    {COL_COMMITLOG_OFFSET, "commitlog_offset"}, {COL_SIZE, "size"}, {COL_MSG_ID, "msg_id"},
+    {COL_QUEUE_OFFSET, "queue_offset"}, {COL_BODY_TEXT, "body_text"}, {COL_SYS_FLAG, "sys_flag"},
+    {COL_BODY_CRC, "body_crc"}, {COL_STORE_TIMESTAMP, "store_timestamp"},
+    {COL_STORE_HOST, "store_host"}, {COL_RECONSUME_TIMES, "reconsume_times"},
+    {COL_PREPARED_TX_OFFSET, "prepared_transaction_offset"}, {COL_KEY, "key"},
+    {COL_WAIT_MS, "wait_ms"},
+};
+
+/* Properties the columns or the store set; JSON properties may not name them. */
+static const struct { const char *name; const char *use; } reserved_properties[] = {
+    {"TAGS", "the tags column"}, {"KEYS", "the keys column"}, {"UNIQ_KEY", "the uniq_key column"},
+    {"DELAY", "the delay_level column"}, {"REAL_TOPIC", "the store (delayed messages)"},
+    {"REAL_QID", "the store (delayed messages)"},
+};
+
+/* System topics (RocketMQ's TopicValidator) that only the broker writes. */
+static bool system_topic(const char *t) {
+  static const char *const names[] = {"SCHEDULE_TOPIC_XXXX", "TBW102", "SELF_TEST_TOPIC",
+                                      "OFFSET_MOVED_EVENT", "TRANS_CHECK_MAX_TIME_TOPIC",
+                                      "BenchmarkTest"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    if (strcmp(t, names[i]) == 0) return true;
+  }
+  return strncmp(t, "RMQ_SYS_", 8) == 0 || strncmp(t, "rmq_sys_", 8) == 0;
+}
+
+typedef struct row_builder {
+  store_vtab *vt;
+  char *props;        /* encoded properties, RMQ_MAX_PROPERTIES_LEN + 1 bytes */
+  size_t props_len;
+  char **errmsg;
+} row_builder;
+
+static int add_property(row_builder *b, const char *name, size_t nlen, const char *value,
+                        size_t vlen) {
+  if (rmq_properties_append(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen,
+                            value, vlen) != 0) {
+    *b->errmsg = sqlite3_mprintf(
+        "properties: %.*s does not fit: properties are limited to %d bytes and no name or value "
+        "may contain the bytes 0x01 or 0x02", (int)nlen, name, RMQ_MAX_PROPERTIES_LEN);
+    return SQLITE_CONSTRAINT;
+  }
+  return SQLITE_OK;
+}
+
+static int json_pair(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen,
+                     char **errmsg) {
+  for (size_t i = 0; i < sizeof reserved_properties / sizeof *reserved_properties; i++) {
+    if (strlen(reserved_properties[i].name) == nlen &&
+        memcmp(reserved_properties[i].name, name, nlen) == 0) {
+      *errmsg = sqlite3_mprintf("properties: %s is set by %s", reserved_properties[i].name,
+                                reserved_properties[i].use);
+      return SQLITE_CONSTRAINT;
+    }
+  }
+  if (nlen == 0 || vlen == 0) {
+    *errmsg = sqlite3_mprintf("properties: names and values must not be empty (RocketMQ drops "
+                              "such pairs)");
+    return SQLITE_CONSTRAINT;
+  }
+  return add_property(ctx, name, nlen, value, vlen);
+}
+
+static int fail(row_builder *b, const char *fmt, const char *arg) {
+  *b->errmsg = sqlite3_mprintf(fmt, arg);
+  return SQLITE_CONSTRAINT;
+}
+
+static const char *value_text(sqlite3_value *v) {
+  return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
+}
+
+static int add_text_column(row_builder *b, sqlite3_value *v, const char *property) {
+  const char *t = value_text(v);
+  if (!t) return SQLITE_OK;
+  if (!*t) return fail(b, "%s must not be empty", property);
+  return add_property(b, property, strlen(property), t, strlen(t));
+}
+
+static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *rowid) {
+  if (sqlite3_value_type(rowid) != SQLITE_NULL) {
+    return fail(b, "%s is assigned by the store and cannot be given", "commitlog_offset");
+  }
+  for (size_t i = 0; i < sizeof assigned_columns / sizeof *assigned_columns; i++) {
+    if (sqlite3_value_type(cols[assigned_columns[i].col]) != SQLITE_NULL) {
+      return fail(b, assigned_columns[i].col == COL_KEY || assigned_columns[i].col == COL_WAIT_MS
+                         ? "%s is a search input, not a column an INSERT can set"
+                         : "%s is assigned by the store and cannot be given",
+                  assigned_columns[i].name);
+    }
+  }
+  return SQLITE_OK;
+}
+
+static int check_topic(row_builder *b, sqlite3_value *v) {
+  const char *t = value_text(v);
+  if (!t) return fail(b, "%s is required", "topic");
+  if (!rmq_topic_valid(t, strlen(t))) {
+    return fail(b, "topic '%s' is not a valid RocketMQ topic: 1 to 127 characters of "
+                   "[A-Za-z0-9_%%|-]", t);
+  }
+  if (system_topic(t)) return fail(b, "topic '%s' is a system topic and cannot be written", t);
+  return SQLITE_OK;
+}
+
+static int choose_queue(row_builder *b, sqlite3_value *v, int32_t *queue_id) {
+  if (sqlite3_value_type(v) == SQLITE_NULL) {
+    const rmq_config *cfg = rmq_store_config(b->vt->store);
+    *queue_id = (int32_t)(b->vt->next_queue++ % (uint32_t)cfg->default_queues);
+    return SQLITE_OK;
+  }
+  sqlite3_int64 q = sqlite3_value_int64(v);
+  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || q < 0 || q > INT32_MAX) {
+    return fail(b, "queue_id %s is not a non-negative integer", (const char *)sqlite3_value_text(v));
+  }
+  *queue_id = (int32_t)q;
+  return SQLITE_OK;
+}
+
+static int add_delay(row_builder *b, sqlite3_value *v) {
+  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+  sqlite3_int64 level = sqlite3_value_int64(v);
+  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || level < 1 || level > b->vt->delay_levels) {
+    char *levels = sqlite3_mprintf("%d", b->vt->delay_levels);
+    char *msg = sqlite3_mprintf("delay_level %s is unknown: delay_levels defines levels 1 to %s",
+                                (const char *)sqlite3_value_text(v), levels);
+    sqlite3_free(levels);
+    *b->errmsg = msg;
+    return SQLITE_CONSTRAINT;
+  }
+  char t[16];
+  int n = snprintf(t, sizeof t, "%lld", (long long)level);
+  return add_property(b, RMQ_PROPERTY_DELAY, strlen(RMQ_PROPERTY_DELAY), t, (size_t)n);
+}
+
+static int add_uniq_key(row_builder *b, sqlite3_value *v) {
+  if (sqlite3_value_type(v) != SQLITE_NULL) return add_text_column(b, v, RMQ_PROPERTY_UNIQ_KEY);
+  char key[RMQ_MSG_ID_MAX];
+  int n = rmq_uniq_key_next(b->vt->uniq, key);
+  return add_property(b, RMQ_PROPERTY_UNIQ_KEY, strlen(RMQ_PROPERTY_UNIQ_KEY), key, (size_t)n);
+}
+
+static int build_properties(row_builder *b, sqlite3_value **cols) {
+  const char *json = value_text(cols[COL_PROPERTIES]);
+  int rc = json ? rmq_properties_from_json(json, json_pair, b, b->errmsg) : SQLITE_OK;
+  if (rc == SQLITE_ERROR) rc = SQLITE_CONSTRAINT;
+  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_TAGS], RMQ_PROPERTY_TAGS);
+  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_KEYS], RMQ_PROPERTY_KEYS);
+  if (rc == SQLITE_OK) rc = add_uniq_key(b, cols[COL_UNIQ_KEY]);
+  if (rc == SQLITE_OK) rc = add_delay(b, cols[COL_DELAY_LEVEL]);
+  return rc;
+}
+
+static int producer_fields(row_builder *b, sqlite3_value **cols, rmq_message *m) {
+  sqlite3_value *flag = cols[COL_FLAG], *born = cols[COL_BORN_TIMESTAMP];
+  const char *host = value_text(cols[COL_BORN_HOST]);
+  if (sqlite3_value_type(flag) != SQLITE_NULL) {
+    sqlite3_int64 f = sqlite3_value_int64(flag);
+    if (sqlite3_value_numeric_type(flag) != SQLITE_INTEGER || f < INT32_MIN || f > INT32_MAX)
+      return fail(b, "flag %s is not a 32-bit integer", (const char *)sqlite3_value_text(flag));
+    m->flag = (int32_t)f;
+  }
+  m->born_timestamp = rmq_now_ms();
+  if (sqlite3_value_type(born) != SQLITE_NULL) {
+    if (sqlite3_value_numeric_type(born) != SQLITE_INTEGER)
+      return fail(b, "born_timestamp %s is not an integer (ms since the epoch)",
+                  (const char *)sqlite3_value_text(born));
+    m->born_timestamp = sqlite3_value_int64(born);
+  }
+  if (rmq_host_parse(host ? host : "127.0.0.1:0", &m->born_host) != 0) {
+    return fail(b, "born_host '%s' is not ip:port", host);
+  }
+  return SQLITE_OK;
+}
+
+static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *len) {
+  int type = sqlite3_value_type(v);
+  if (type != SQLITE_NULL && type != SQLITE_BLOB && type != SQLITE_TEXT) {
+    return fail(b, "body must be a BLOB or TEXT, not %s", type == SQLITE_INTEGER ? "an integer" : "a real");
+  }
+  *body = type == SQLITE_TEXT ? (const void *)sqlite3_value_text(v) : sqlite3_value_blob(v);
+  *len = sqlite3_value_bytes(v);
+  int32_t max = rmq_store_config(b->vt->store)->max_message_size;
+  if (*len > max) {
+    char *n = sqlite3_mprintf("%d bytes, more than max_message_size (%d bytes)", *len, max);
+    int rc = fail(b, "body is %s", n);
+    sqlite3_free(n);
+    return rc;
+  }
+  return SQLITE_OK;
+}
+
+/* Check one inserted row and copy it into *row (topic, body and properties in one buffer). */
+static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, pending_row *row,
+                     char **errmsg) {
+  char props[RMQ_MAX_PROPERTIES_LEN + 1];
+  row_builder b = {vt, props, 0, errmsg};
+  rmq_message m = {0};
+  const void *body = NULL;
+  int body_len = 0;
+  int rc = check_assigned(&b, cols, rowid);
+  if (rc == SQLITE_OK) rc = check_topic(&b, cols[COL_TOPIC]);
+  if (rc == SQLITE_OK) rc = choose_queue(&b, cols[COL_QUEUE_ID], &m.queue_id);
+  if (rc == SQLITE_OK) rc = check_body(&b, cols[COL_BODY], &body, &body_len);
+  if (rc == SQLITE_OK) rc = build_properties(&b, cols);
+  if (rc == SQLITE_OK) rc = producer_fields(&b, cols, &m);
+  if (rc != SQLITE_OK) return rc;
+  const char *topic = value_text(cols[COL_TOPIC]);
+  size_t tlen = strlen(topic);
+  char *buf = sqlite3_malloc64(tlen + (size_t)body_len + b.props_len + 1);
+  if (!buf) return SQLITE_NOMEM;
+  memcpy(buf, topic, tlen);
+  if (body_len) memcpy(buf + tlen, body, (size_t)body_len);
+  memcpy(buf + tlen + body_len, props, b.props_len);
+  m.topic = buf;
+  m.topic_len = (int32_t)tlen;
+  m.body = (const uint8_t *)buf + tlen;
+  m.body_len = body_len;
+  m.properties = buf + tlen + body_len;
+  m.properties_len = (int32_t)b.props_len;
+  row->m = m;
+  row->buf = buf;
+  return SQLITE_OK;
+}
+
+static int append_rows(store_vtab *vt, pending_row *rows, int n, rmq_put_result *results) {
+  rmq_message *msgs = sqlite3_malloc64(sizeof *msgs * (size_t)n);
+  if (!msgs) return SQLITE_NOMEM;
+  for (int i = 0; i < n; i++) msgs[i] = rows[i].m;
+  rmq_err err = {0};
+  int rc = rmq_store_put(vt->store, msgs, n, results, &err) == RMQ_OK ? SQLITE_OK : SQLITE_ERROR;
+  if (rc != SQLITE_OK) set_vtab_error(&vt->base, "%s", err.msg);
+  sqlite3_free(msgs);
+  return rc;
+}
+
+static int pending_push(store_vtab *vt, pending_row *row) {
+  if (vt->npending == vt->cap) {
+    int cap = vt->cap ? vt->cap * 2 : 16;
+    pending_row *p = sqlite3_realloc64(vt->pending, sizeof *p * (size_t)cap);
+    if (!p) return SQLITE_NOMEM;
+    vt->pending = p;
+    vt->cap = cap;
+  }
+  vt->pending[vt->npending++] = *row;
+  return SQLITE_OK;
+}
+
+static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
+  store_vtab *vt = (store_vtab *)base;
+  if (argc == 1 || sqlite3_value_type(argv[0]) != SQLITE_NULL) {
+    return set_vtab_error(base, "%s", "rocketmq tables are append-only: the commit log is never "
+                                      "rewritten, so UPDATE and DELETE are not supported "
+                                      "(messages expire after file_reserved_hours)");
+  }
+  char *errmsg = NULL;
+  pending_row row;
+  int rc = build_row(vt, argv[1], argv + 2, &row, &errmsg);
+  if (rc == SQLITE_CONSTRAINT && sqlite3_vtab_on_conflict(vt->db) == SQLITE_IGNORE) {
+    sqlite3_free(errmsg);
+    return SQLITE_OK;
+  }
+  if (rc != SQLITE_OK) {
+    sqlite3_free(base->zErrMsg);
+    base->zErrMsg = errmsg;
+    return rc;
+  }
+  if (!sqlite3_get_autocommit(vt->db)) {
+    /* Offsets are assigned at COMMIT, when the batch is appended. */
+    *rowid = -1;
+    rc = pending_push(vt, &row);
+    if (rc != SQLITE_OK) sqlite3_free(row.buf);
+    return rc;
+  }
+  rmq_put_result r;
+  rc = append_rows(vt, &row, 1, &r);
+  sqlite3_free(row.buf);
+  if (rc == SQLITE_OK) *rowid = r.physical_offset;
+  return rc;
+}
+
+/* --------------------------------------------------------- transactions */
+
+static int store_begin(sqlite3_vtab *base) {
+  (void)base;
+  return SQLITE_OK;
+}
+
+/* COMMIT appends the transaction's rows here, so that a failure can still roll it back. */
+static int store_sync(sqlite3_vtab *base) {
+  store_vtab *vt = (store_vtab *)base;
+  if (vt->npending == 0) return SQLITE_OK;
+  rmq_put_result *results = sqlite3_malloc64(sizeof *results * (size_t)vt->npending);
+  if (!results) return SQLITE_NOMEM;
+  int rc = append_rows(vt, vt->pending, vt->npending, results);
+  sqlite3_free(results);
+  return rc;
+}
+
+static int store_commit(sqlite3_vtab *base) {
+  store_vtab *vt = (store_vtab *)base;
+  pending_clear(vt, 0);
+  vt->nsavepoints = 0;
+  return SQLITE_OK;
+}
+
+static int store_rollback(sqlite3_vtab *base) { return store_commit(base); }
+
+static int store_savepoint(sqlite3_vtab *base, int level) {
+  store_vtab *vt = (store_vtab *)base;
+  int *p = sqlite3_realloc64(vt->savepoints, sizeof *p * (size_t)(level + 1));
+  if (!p) return SQLITE_NOMEM;
+  vt->savepoints = p;
+  for (int i = vt->nsavepoints; i < level; i++) p[i] = vt->npending;
+  p[level] = vt->npending;
+  vt->nsavepoints = level + 1;
+  return SQLITE_OK;
+}
+
+static int store_release(sqlite3_vtab *base, int level) {
+  store_vtab *vt = (store_vtab *)base;
+  if (level < vt->nsavepoints) vt->nsavepoints = level;
+  return SQLITE_OK;
+}
+
+static int store_rollback_to(sqlite3_vtab *base, int level) {
+  store_vtab *vt = (store_vtab *)base;
+  if (level < vt->nsavepoints) {
+    pending_clear(vt, vt->savepoints[level]);
+    vt->nsavepoints = level + 1;
+  }
+  return SQLITE_OK;
+}
+
+static int store_rename(sqlite3_vtab *base, const char *name) {
+  (void)base;
+  (void)name;
+  return SQLITE_OK;
+}
+
+static sqlite3_module store_module = {
+    .iVersion = 2,
+    .xCreate = store_connect,
+    .xConnect = store_connect,
+    .xBestIndex = store_best_index,
+    .xDisconnect = store_disconnect,
+    .xDestroy = store_disconnect,
+    .xOpen = store_open,
+    .xClose = store_close,
+    .xFilter = store_filter,
+    .xNext = store_next,
+    .xEof = store_eof,
+    .xColumn = store_column,
+    .xRowid = store_rowid,
+    .xUpdate = store_update,
+    .xBegin = store_begin,
+    .xSync = store_sync,
+    .xCommit = store_commit,
+    .xRollback = store_rollback,
+    .xRename = store_rename,
+    .xSavepoint = store_savepoint,
+    .xRelease = store_release,
+    .xRollbackTo = store_rollback_to,
+};
+
+int rmq_register_store_table(sqlite3 *db) {
+  return sqlite3_create_module_v2(db, "rocketmq", &store_module, 0, 0);
+}
