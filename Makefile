@@ -102,11 +102,15 @@ bench: all
 	@if [ -z "$(BENCHES)" ]; then echo "no benchmarks yet"; fi
 	@set -e; for b in $(BENCHES); do echo "== $$b"; $$b; done
 
+# The README's first command: a fresh store under build/demo-store, the
+# examples of sql/ run in the sqlite3 shell, their output printed.
+DEMO_SQL = quickstart consume outbox joins admin
 demo: all
-	@echo "sqlite3 :memory: '.load $(BUILD)/rocketmq' 'SELECT rocketmq_version();'"
-	@sqlite3 :memory: '.load $(BUILD)/rocketmq' 'SELECT rocketmq_version();'
-	@echo "The extension loads. The store table (CREATE VIRTUAL TABLE ... USING rocketmq)"
-	@echo "arrives with the SQL surface; this demo will then produce and query messages."
+	@rm -rf build/demo-store
+	@for f in $(DEMO_SQL); do \
+	  echo; echo "== sql/$$f.sql"; \
+	  sqlite3 -bail :memory: < sql/$$f.sql || exit 1; \
+	done
 
 clean:
 	rm -rf -- build build-asan build-tsan $(BUILD)

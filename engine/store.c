@@ -448,7 +448,7 @@ const char *rmq_store_dir(rmq_store *s) { return s->dir; }
 rmq_commitlog *rmq_store_commitlog(rmq_store *s) { return &s->commitlog; }
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
 rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
-rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->reput; }
+rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->cfg.readonly ? NULL : s->reput; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
 
 /* ------------------------------------------------------------- queries */

@@ -247,17 +247,35 @@ static bool order_consumed(sqlite3_index_info *info, plan p) {
   return (p == PLAN_RANGE || p == PLAN_SCAN) && (col == -1 || col == COL_COMMITLOG_OFFSET);
 }
 
+/*
+** key and wait_ms have no value of their own to re-check: a plan that cannot
+** use them (their value comes from a table not yet read, or key has no
+** topic) would silently drop rows, so such a plan is refused and SQLite
+** picks a join order in which they are usable.
+*/
+static bool search_input_unusable(int present, int avail) {
+  bool key = present & BIT(S_KEY), wait = present & BIT(S_WAIT);
+  bool topic_pending = (present & BIT(S_TOPIC)) && !(avail & BIT(S_TOPIC));
+  return (key && !(avail & BIT(S_KEY))) || (key && topic_pending) ||
+         (wait && !(avail & BIT(S_WAIT)));
+}
+
 static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
-  (void)base;
-  int slot_of[S_COUNT], avail = 0;
+  int slot_of[S_COUNT], avail = 0, present = 0;
   for (int s = 0; s < S_COUNT; s++) slot_of[s] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    int s = c->usable ? constraint_slot(c->iColumn, c->op) : -1;
-    if (s >= 0 && slot_of[s] < 0) {
+    int s = constraint_slot(c->iColumn, c->op);
+    if (s >= 0) present |= BIT(s);
+    if (s >= 0 && c->usable && slot_of[s] < 0) {
       slot_of[s] = i;
       avail |= BIT(s);
     }
+  }
+  if (search_input_unusable(present, avail)) return SQLITE_CONSTRAINT;
+  if ((avail & BIT(S_KEY)) && !(present & BIT(S_TOPIC))) {
+    return set_vtab_error(base, "%s", "key = ? needs topic = ? in the same query: the index "
+                                      "holds topic#key");
   }
   int use;
   plan p = choose_plan(avail, &use);
