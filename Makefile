@@ -71,9 +71,10 @@ $(BUILD)/test/%: $(BUILD)/obj/test/engine/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(LDLIBS)
 
+# Bench programs may also drive the extension through SQLite (bench_sql.c).
 $(BUILD)/bench/%: $(BUILD)/obj/test/bench/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(LDLIBS) -lsqlite3
 
 test:
 	test/deps.sh
@@ -100,7 +101,7 @@ tsan:
 
 bench: all
 	@if [ -z "$(BENCHES)" ]; then echo "no benchmarks yet"; fi
-	@set -e; for b in $(BENCHES); do echo "== $$b"; $$b; done
+	@set -e; for b in $(BENCHES); do echo "== $$b"; RMQ_EXT=$(BUILD)/rocketmq $$b; done
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
