@@ -81,7 +81,7 @@ test:
 	$(MAKE) --no-print-directory check
 
 check: all
-	test/run.sh $(BUILD) $(T)
+	test/run.sh $(BUILD) '$(T)'
 
 # Interpreters (tclsh, python3) are not instrumented: the sanitizer runtime is
 # preloaded into them through RMQ_PRELOAD, and their own leaks are not ours

@@ -493,6 +493,19 @@ static bool has_bytes_after(rmq_commitlog *cl, int64_t offset) {
   return found;
 }
 
+/* Segments that start after offset: what recovery cuts off. */
+static int segments_after(rmq_commitlog *cl, int64_t offset) {
+  int n = 0;
+  for (int i = rmq_mfq_count(&cl->mfq) - 1; i >= 0; i--) {
+    rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, i);
+    bool after = mf && mf->file_from_offset > offset;
+    if (mf) rmq_mapped_file_release(mf);
+    if (!after) break;
+    n++;
+  }
+  return n;
+}
+
 int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *cp,
                           rmq_record_cb on_record, void *ctx, int64_t *process_offset,
                           char *report, size_t report_cap) {
@@ -503,16 +516,18 @@ int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *
     scan_segments(cl, start, last_exit_ok ? NULL : on_record, ctx, &scan);
   }
   bool torn = count > 0 && scan.stop != RMQ_DECODE_BLANK && has_bytes_after(cl, scan.end);
+  int beyond = segments_after(cl, scan.end);
   rmq_mfq_truncate_dirty(&cl->mfq, scan.end);
   *process_offset = scan.end;
   if (report && report_cap) {
     snprintf(report, report_cap,
-             "%s recovery: commitlog ends at offset %lld%s%s%s; %d empty or damaged segment(s) "
-             "after it deleted",
-             last_exit_ok ? "normal" : "abnormal", (long long)scan.end,
-             torn ? ", where a damaged record was cut off (" : "",
+             "%s: commitlog ends at offset %lld%s%s%s; %d empty or damaged segment(s) after it "
+             "%s",
+             !cl->mfq.writable ? "read-only scan" : last_exit_ok ? "normal recovery"
+                                                                : "abnormal recovery",
+             (long long)scan.end, torn ? ", where a damaged record was cut off (" : "",
              torn ? rmq_decode_status_name(scan.stop) : "", torn ? ")" : "",
-             count - rmq_mfq_count(&cl->mfq));
+             beyond, cl->mfq.writable ? "deleted" : "ignored");
   }
   return RMQ_OK;
 }

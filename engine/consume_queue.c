@@ -96,7 +96,17 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   atomic_init(&cq->min_logic_offset, 0);
   atomic_init(&cq->logic_gaps, 0);
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
-  if (rc == RMQ_OK) rc = rmq_mfq_load(&cq->mfq, false, err);
+  /* A reader takes the segment size off the files (a broker's may differ from ours). */
+  if (rc == RMQ_OK) rc = rmq_mfq_load(&cq->mfq, !writable, err);
+  if (rc == RMQ_OK && cq->mfq.file_size != cq->file_size) {
+    if (cq->mfq.file_size % UNIT != 0) {
+      rc = rmq_err_set(err, RMQ_ECORRUPT,
+                       "consume queue files in %s are %d bytes, not a whole number of %d-byte "
+                       "entries (consumequeue_entries)",
+                       dir, (int)cq->mfq.file_size, UNIT);
+    }
+    cq->file_size = cq->mfq.file_size;
+  }
   if (rc != RMQ_OK) {
     rmq_cq_close(cq);
     return rc;

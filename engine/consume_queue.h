@@ -61,12 +61,16 @@ typedef struct rmq_consume_queue {
 
 /*
 ** Open the queue (topic, queue_id) under root and load its existing segments
-** (each must be entries_per_file*20 bytes and follow the previous one).
+** (each must be entries_per_file*20 bytes and follow the previous one). A
+** read-only queue takes the segment size from its first file instead (a
+** broker's mappedFileSizeConsumeQueue may differ from entries_per_file), so
+** file_size is then that length, which must be a multiple of 20.
 ** Positions are "full" until rmq_cq_recover finds the end. Nothing is
 ** created on disk: the directory appears with the first put. Errors:
 ** RMQ_EINVAL (invalid topic, negative queue_id, entries_per_file <= 0 or too
-** big), RMQ_ECORRUPT (a segment of the wrong size, a missing segment),
-** RMQ_EIO, RMQ_ENOMEM.
+** big), RMQ_ECORRUPT (a segment of the wrong size or, read-only, a first
+** segment whose length is not a multiple of 20; a missing segment), RMQ_EIO,
+** RMQ_ENOMEM.
 */
 int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t entries_per_file,
                 bool writable, rmq_consume_queue **out, rmq_err *err);

@@ -339,16 +339,51 @@ static int list_index_names(const char *dir, char ***names, int *n, rmq_err *err
   return rc;
 }
 
+/*
+** The geometry of an index file of `size` bytes that a reader opens: the
+** configured one when it fits, else RocketMQ's proportion (maxIndexNum =
+** 4 * maxHashSlotNum, so size = 40 + 84 * slots), which the defaults
+** (5000000, 20000000) and most brokers follow.
+*/
+static int readonly_geometry(rmq_index_service *s, const char *path, int64_t size,
+                             int32_t *slots, int32_t *entries, rmq_err *err) {
+  *slots = s->slot_num;
+  *entries = s->index_num;
+  if (rmq_index_file_size(*slots, *entries) == size) return RMQ_OK;
+  int64_t per_slot = RMQ_INDEX_SLOT_SIZE + 4 * RMQ_INDEX_ITEM_SIZE;
+  int64_t n = (size - RMQ_INDEX_HEADER_SIZE) / per_slot;
+  if (size > RMQ_INDEX_HEADER_SIZE && (size - RMQ_INDEX_HEADER_SIZE) % per_slot == 0 &&
+      n <= INT32_MAX / 4 && rmq_index_file_size((int32_t)n, (int32_t)(4 * n)) == size) {
+    *slots = (int32_t)n;
+    *entries = (int32_t)(4 * n);
+    return RMQ_OK;
+  }
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "index file %s is %lld bytes: index_slots %d and index_entries %d give "
+                     "%lld, and no index_slots with index_entries = 4 * index_slots fits it; "
+                     "open the store with the index_slots and index_entries it was written with",
+                     path, (long long)size, (int)s->slot_num, (int)s->index_num,
+                     (long long)rmq_index_file_size(s->slot_num, s->index_num));
+}
+
 /* IS 57-88. */
 static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, rmq_err *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/%s", s->dir, name);
-  /* A read-only store cannot size an empty file (left by a crash); it holds nothing. */
+  int32_t slots = s->slot_num, entries = s->index_num;
   struct stat st;
-  if (!s->writable && stat(path, &st) == 0 && st.st_size == 0) return RMQ_OK;
+  if (!s->writable && stat(path, &st) == 0) {
+    /* A read-only store cannot size an empty file (left by a crash); it holds nothing. */
+    if (st.st_size == 0) return RMQ_OK;
+    int rc = readonly_geometry(s, path, (int64_t)st.st_size, &slots, &entries, err);
+    if (rc != RMQ_OK) return rc;
+  }
   rmq_index_file *f;
-  int rc = rmq_index_file_load(path, s->slot_num, s->index_num, s->writable, &f, err);
+  int rc = rmq_index_file_load(path, slots, entries, s->writable, &f, err);
   if (rc != RMQ_OK) return rc;
+  /* What a reader reports as the store's geometry: its newest file's. */
+  s->slot_num = slots;
+  s->index_num = entries;
   int64_t indexed = s->checkpoint ? atomic_load(&s->checkpoint->index_msg_timestamp) : 0;
   if (!last_exit_ok && s->writable && atomic_load(&f->end_timestamp) > indexed) {
     /* Not known to be flushed whole: dispatch rebuilds what it held. */
@@ -562,4 +597,42 @@ bool rmq_index_service_file_info(rmq_index_service *s, int i, rmq_index_header *
   }
   pthread_rwlock_unlock(&s->lock);
   return ok;
+}
+
+bool rmq_index_service_view(rmq_index_service *s, const char *after, rmq_index_view *v) {
+  memset(v, 0, sizeof *v);
+  pthread_rwlock_rdlock(&s->lock);
+  for (int i = 0; i < s->count && v->mf == NULL; i++) {
+    rmq_index_file *f = s->files[i];
+    const char *name = base_name(rmq_index_file_path(f));
+    if ((after && strcmp(name, after) <= 0) || !rmq_mapped_file_hold(f->mf)) continue;
+    v->mf = f->mf;
+    snprintf(v->name, sizeof v->name, "%s", name);
+    v->slot_num = f->slot_num;
+    v->index_num = f->index_num;
+    rmq_index_file_header(f, &v->header);
+  }
+  pthread_rwlock_unlock(&s->lock);
+  return v->mf != NULL;
+}
+
+void rmq_index_view_release(rmq_index_view *v) {
+  if (v->mf) rmq_mapped_file_release(v->mf);
+  v->mf = NULL;
+}
+
+int32_t rmq_index_view_slot(const rmq_index_view *v, int32_t key_hash) {
+  uint32_t slot = (uint32_t)key_hash % (uint32_t)v->slot_num;
+  return slot_load(v->mf->mapped + RMQ_INDEX_HEADER_SIZE + (size_t)slot * RMQ_INDEX_SLOT_SIZE);
+}
+
+bool rmq_index_view_item(const rmq_index_view *v, int32_t k, rmq_index_item *out) {
+  if (k < 1 || k >= v->index_num) return false;
+  const uint8_t *item = v->mf->mapped + RMQ_INDEX_HEADER_SIZE +
+                        (size_t)v->slot_num * RMQ_INDEX_SLOT_SIZE + (size_t)k * RMQ_INDEX_ITEM_SIZE;
+  out->key_hash = rmq_get32(item);
+  out->phy_offset = rmq_get64(item + 4);
+  out->time_diff = rmq_get32(item + 12);
+  out->prev_index = rmq_get32(item + 16);
+  return true;
 }

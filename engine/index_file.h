@@ -164,7 +164,11 @@ void rmq_index_service_destroy(rmq_index_service *s);
 ** Load the 17-digit-named files of the directory in name order (spec §6.7).
 ** An empty file (a creation cut short by a crash) loads as an empty index
 ** file when writable, as RocketMQ maps it at full size, and is skipped when
-** read-only.
+** read-only. A read-only service takes each file's geometry from its size:
+** the configured slot_num/index_num when they give that size, else
+** RocketMQ's proportion index_num = 4 * slot_num (size = 40 + 84 * slot_num);
+** any other size is RMQ_ECORRUPT naming index_slots and index_entries. Its
+** slot_num/index_num then describe the newest file loaded.
 ** After an abnormal exit (!last_exit_ok) a writable service deletes every
 ** file whose endTimestamp > checkpoint indexMsgTimestamp (0 without a
 ** checkpoint), so that dispatch rebuilds them; a read-only service keeps
@@ -208,5 +212,39 @@ int rmq_index_service_flush(rmq_index_service *s, rmq_err *err);
 int rmq_index_service_count(rmq_index_service *s);
 bool rmq_index_service_file_info(rmq_index_service *s, int i, rmq_index_header *header,
                                  char name[18]);
+
+/*
+** A reader's view of one index file, to walk it item by item without the
+** service lock (which a reader paced by its caller must not hold): the
+** mapping is held, so delete_expired cannot unmap it, and the header is a
+** snapshot. Items 1 .. header.index_count - 1 were complete when it was
+** taken; a slot read later may name a newer item, which is complete too
+** (the slot is loaded with acquire).
+**   rmq_index_view v;
+**   for (bool ok = rmq_index_service_view(s, NULL, &v); ok;
+**        ok = rmq_index_service_view(s, name_of_v, &v)) { ...; rmq_index_view_release(&v); }
+*/
+typedef struct rmq_index_view {
+  rmq_mapped_file *mf;
+  char name[18];
+  int32_t slot_num;
+  int32_t index_num;
+  rmq_index_header header;
+} rmq_index_view;
+
+typedef struct rmq_index_item {
+  int32_t key_hash;
+  int64_t phy_offset;
+  int32_t time_diff;   /* seconds after the file's beginTimestamp */
+  int32_t prev_index;  /* the previous item of the slot's chain, 0 at its end */
+} rmq_index_item;
+
+/* The oldest file whose name sorts after `after` (NULL: the oldest); false when there is none. */
+bool rmq_index_service_view(rmq_index_service *s, const char *after, rmq_index_view *v);
+void rmq_index_view_release(rmq_index_view *v);
+/* The newest item number in key_hash's slot (0: empty). */
+int32_t rmq_index_view_slot(const rmq_index_view *v, int32_t key_hash);
+/* Item k; false unless 1 <= k < index_num. */
+bool rmq_index_view_item(const rmq_index_view *v, int32_t k, rmq_index_item *out);
 
 #endif

@@ -394,21 +394,28 @@ int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q) {
   return off;
 }
 
-int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q) {
-  rmq_mapped_file *mf = rmq_mfq_last(q);
-  if (!mf) return 0;
-  int64_t off = mf->file_from_offset + rmq_mapped_file_read_position(mf);
-  rmq_mapped_file_release(mf);
-  return off;
+/*
+** The end of the data: start + position of the last file that has any. A
+** read-only queue keeps the files past its recovered end, at position 0
+** (it deletes nothing); a writer's newly rolled file is at 0 only while the
+** one before it is full, which ends where the new one starts. Files leave
+** the array only under the write lock, so they stay valid here.
+*/
+static int64_t mfq_end(rmq_mapped_file_queue *q, bool wrote) {
+  int64_t end = 0;
+  pthread_rwlock_rdlock(&q->lock);
+  for (int i = q->count - 1; i >= 0; i--) {
+    rmq_mapped_file *mf = q->files[i];
+    int32_t pos = wrote ? rmq_mapped_file_wrote(mf) : rmq_mapped_file_read_position(mf);
+    end = mf->file_from_offset + pos;
+    if (pos > 0) break;
+  }
+  pthread_rwlock_unlock(&q->lock);
+  return end;
 }
 
-int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q) {
-  rmq_mapped_file *mf = rmq_mfq_last(q);
-  if (!mf) return 0;
-  int64_t off = mf->file_from_offset + rmq_mapped_file_wrote(mf);
-  rmq_mapped_file_release(mf);
-  return off;
-}
+int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q) { return mfq_end(q, false); }
+int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q) { return mfq_end(q, true); }
 
 /* The held file at `where`, or the first file when where is 0 (MFQ flush). */
 static rmq_mapped_file *mfq_at(rmq_mapped_file_queue *q, int64_t where) {

@@ -166,8 +166,9 @@ rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_
                                         rmq_err *err);
 
 int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q);   /* first file's start, or 0 */
-int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q);   /* last start + read position */
-int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);    /* last start + wrote */
+/* start + read position (or wrote) of the last file with data; files past it read as empty */
+int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q);
+int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);
 
 /*
 ** Flush the file that holds flushed_where (see rmq_mapped_file_flush) and

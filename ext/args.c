@@ -12,7 +12,9 @@
 
 #include "rmq_ext.h"
 
-typedef enum arg_kind { ARG_INT, ARG_BOOL, ARG_TEXT, ARG_FLUSH, ARG_HOST } arg_kind;
+#define SPACE " \t\r\n"
+
+typedef enum arg_kind { ARG_INT, ARG_BOOL, ARG_TEXT, ARG_FLUSH, ARG_HOST, ARG_HOURS } arg_kind;
 
 typedef struct arg_spec {
   const char *name;
@@ -34,7 +36,8 @@ static const arg_spec arg_specs[] = {
     INT_ARG(default_queues),
     TEXT_ARG(delay_levels),
     INT_ARG(file_reserved_hours),
-    TEXT_ARG(delete_when),
+    {"delete_when", ARG_HOURS, offsetof(rmq_config, delete_when),
+     sizeof(((rmq_config *)0)->delete_when)},
     INT_ARG(disk_max_used_ratio),
     {"readonly", ARG_BOOL, offsetof(rmq_config, readonly), 0},
     {"store_host", ARG_HOST, offsetof(rmq_config, store_host), 0},
@@ -43,9 +46,15 @@ static const arg_spec arg_specs[] = {
     {"warm_mapped_file", ARG_BOOL, offsetof(rmq_config, warm_mapped_file), 0},
 };
 
-/* The value with its quotes removed, as a new string. */
+/*
+** The value with the white space around it and its quotes removed, as a
+** new string. SQLite passes an argument as written: `dir = 'x'` keeps its
+** spaces (and line breaks).
+*/
 static char *unquote(const char *v) {
+  v += strspn(v, SPACE);
   size_t n = strlen(v);
+  while (n > 0 && strchr(SPACE, v[n - 1])) n--;
   if (n >= 2 && (v[0] == '\'' || v[0] == '"') && v[n - 1] == v[0]) {
     sqlite3_str *s = sqlite3_str_new(0);
     for (size_t i = 1; i < n - 1; i++) {
@@ -55,7 +64,31 @@ static char *unquote(const char *v) {
     char *r = sqlite3_str_finish(s);
     return r ? r : sqlite3_mprintf("%s", "");
   }
-  return sqlite3_mprintf("%s", v);
+  return sqlite3_mprintf("%.*s", (int)n, v);
+}
+
+/*
+** delete_when: hours "HH" joined by ';' ("04", "01;13"). RocketMQ compares
+** each with the current hour as two digits, so "4" would never match.
+*/
+static bool hours_valid(const char *v) {
+  for (;;) {
+    if (!(v[0] >= '0' && v[0] <= '2' && v[1] >= '0' && v[1] <= '9')) return false;
+    if ((v[0] - '0') * 10 + (v[1] - '0') > 23) return false;
+    if (v[2] == '\0') return true;
+    if (v[2] != ';') return false;
+    v += 3;
+  }
+}
+
+static int set_text(const arg_spec *a, const char *v, char *field, char **errmsg) {
+  if (strlen(v) >= a->text_cap) {
+    *errmsg = sqlite3_mprintf("%s: the value is longer than %d bytes", a->name,
+                              (int)a->text_cap - 1);
+    return SQLITE_ERROR;
+  }
+  memcpy(field, v, strlen(v) + 1);
+  return SQLITE_OK;
 }
 
 static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **errmsg) {
@@ -65,8 +98,12 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
     case ARG_INT: {
       errno = 0;
       long long x = strtoll(v, &end, 10);
-      if (!*v || *end || errno || x < INT32_MIN || x > INT32_MAX) {
+      if (!*v || *end) {
         *errmsg = sqlite3_mprintf("%s: '%s' is not an integer", a->name, v);
+        return SQLITE_ERROR;
+      }
+      if (errno || x < INT32_MIN || x > INT32_MAX) {
+        *errmsg = sqlite3_mprintf("%s: %s does not fit in 32 bits", a->name, v);
         return SQLITE_ERROR;
       }
       *(int32_t *)base = (int32_t)x;
@@ -79,14 +116,14 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
       }
       *(bool *)base = v[0] == '1';
       return SQLITE_OK;
-    case ARG_TEXT:
-      if (strlen(v) >= a->text_cap) {
-        *errmsg = sqlite3_mprintf("%s: the value is longer than %d bytes", a->name,
-                                  (int)a->text_cap - 1);
+    case ARG_HOURS:
+      if (!hours_valid(v)) {
+        *errmsg = sqlite3_mprintf("%s: '%s' is not a list of hours like '04' or '01;13' (00 to "
+                                  "23)", a->name, v);
         return SQLITE_ERROR;
       }
-      memcpy(base, v, strlen(v) + 1);
-      return SQLITE_OK;
+      return set_text(a, v, base, errmsg);
+    case ARG_TEXT: return set_text(a, v, base, errmsg);
     case ARG_FLUSH:
       if (strcmp(v, "async") != 0 && strcmp(v, "sync") != 0) {
         *errmsg = sqlite3_mprintf("flush: '%s' must be 'async' or 'sync'", v);
@@ -115,8 +152,8 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
   char *key = sqlite3_mprintf("%.*s", (int)(eq - arg), arg);
   char *value = unquote(eq + 1);
   /* keys may be written with spaces around '=' */
-  for (char *k = key + strlen(key); k > key && k[-1] == ' '; k--) k[-1] = 0;
-  char *k = key + strspn(key, " ");
+  for (char *k = key + strlen(key); k > key && strchr(SPACE, k[-1]); k--) k[-1] = 0;
+  char *k = key + strspn(key, SPACE);
   int rc = SQLITE_OK, n = (int)(sizeof arg_specs / sizeof *arg_specs);
   int i = 0;
   while (i < n && strcmp(arg_specs[i].name, k) != 0) i++;
@@ -138,7 +175,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
                               "warm_mapped_file)", k);
     rc = SQLITE_ERROR;
   } else {
-    rc = set_value(&arg_specs[i], value + strspn(value, " "), cfg, errmsg);
+    rc = set_value(&arg_specs[i], value, cfg, errmsg);
   }
   *seen |= bit;
   sqlite3_free(key);

@@ -100,16 +100,21 @@ static void put_utf8(sqlite3_str *s, unsigned cp) {
   sqlite3_str_append(s, b, n);
 }
 
-/* A \u escape, with a surrogate pair joined into one code point. */
+/*
+** A \u escape, with a surrogate pair joined into one code point. A lone
+** surrogate is an error: it has no UTF-8 form, and the properties are text.
+*/
 static int unicode_escape(json_in *j, sqlite3_str *s) {
   unsigned cp, lo;
   if (j->end - j->p < 5 || hex4(j->p + 1, &cp) != 0) return json_fail(j, "bad \\u escape");
-  j->p += 5;
-  if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' &&
-      hex4(j->p + 2, &lo) == 0 && lo >= 0xDC00 && lo < 0xE000) {
+  if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->p >= 11 && j->p[5] == '\\' && j->p[6] == 'u' &&
+      hex4(j->p + 7, &lo) == 0 && lo >= 0xDC00 && lo < 0xE000) {
     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
     j->p += 6;
+  } else if (cp >= 0xD800 && cp < 0xE000) {
+    return json_fail(j, "lone surrogate in a \\u escape");
   }
+  j->p += 5;
   put_utf8(s, cp);
   return SQLITE_OK;
 }
@@ -122,6 +127,10 @@ static int parse_string(json_in *j, char **out, int *len) {
   int rc = SQLITE_OK;
   while (rc == SQLITE_OK && j->p < j->end && *j->p != '"') {
     char c = *j->p;
+    if ((unsigned char)c < 0x20) {
+      rc = json_fail(j, "control character in a string (write it as \\u00XX)");
+      break;
+    }
     if (c != '\\') {
       sqlite3_str_appendchar(s, 1, c);
       j->p++;
@@ -153,6 +162,30 @@ static int parse_string(json_in *j, char **out, int *len) {
   return rc;
 }
 
+static size_t digits(const char *p, const char *end) {
+  const char *q = p;
+  while (q < end && *q >= '0' && *q <= '9') q++;
+  return (size_t)(q - p);
+}
+
+/* Length of the JSON number at p (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), or 0. */
+static size_t number_length(const char *p, const char *end) {
+  const char *q = p + (p < end && *p == '-');
+  size_t n = digits(q, end);
+  if (n == 0 || (n > 1 && *q == '0')) return 0;
+  q += n;
+  if (q < end && *q == '.') {
+    if ((n = digits(q + 1, end)) == 0) return 0;
+    q += 1 + n;
+  }
+  if (q < end && (*q == 'e' || *q == 'E')) {
+    const char *e = q + 1 + (q + 1 < end && (q[1] == '+' || q[1] == '-'));
+    if ((n = digits(e, end)) == 0) return 0;
+    q = e + n;
+  }
+  return (size_t)(q - p);
+}
+
 /* A scalar value: string, number (kept as written), true or false; null gives NULL. */
 static int parse_value(json_in *j, char **out, int *len) {
   if (j->p < j->end && *j->p == '"') return parse_string(j, out, len);
@@ -163,7 +196,7 @@ static int parse_value(json_in *j, char **out, int *len) {
     *out = NULL;
     return SQLITE_OK;
   }
-  bool number = n > 0 && strspn(start, "+-0123456789.eE") >= n;
+  bool number = number_length(start, j->end) == n;
   bool boolean = (n == 4 && memcmp(start, "true", 4) == 0) || (n == 5 && memcmp(start, "false", 5) == 0);
   if (!number && !boolean) {
     j->p = start;
@@ -193,7 +226,8 @@ int rmq_properties_from_json(const char *text, rmq_json_pair_cb cb, void *ctx, c
     int nlen = 0, vlen = 0;
     rc = parse_string(&j, &name, &nlen);
     skip_ws(&j);
-    if (rc == SQLITE_OK && (j.p >= j.end || *j.p++ != ':')) rc = json_fail(&j, "expected ':'");
+    if (rc == SQLITE_OK && (j.p >= j.end || *j.p != ':')) rc = json_fail(&j, "expected ':'");
+    if (rc == SQLITE_OK) j.p++;
     skip_ws(&j);
     if (rc == SQLITE_OK) rc = parse_value(&j, &value, &vlen);
     if (rc == SQLITE_OK && value) rc = cb(ctx, name, (size_t)nlen, value, (size_t)vlen, errmsg);

@@ -15,6 +15,12 @@
 **
 **    rocketmq_version()   the extension's version, a TEXT value.
 **
+** and, through the other files of ext/: the store table rocketmq
+** (vtab_store.c), the companion tables rocketmq_commitlog,
+** rocketmq_consumequeue, rocketmq_index, rocketmq_queues and rocketmq_stats
+** (vtab_*.c), and rocketmq_flush, rocketmq_clean and rocketmq_java_hash
+** (functions.c).
+**
 ** Loading the extension again on a connection that has it is a no-op.
 */
 #include <sqlite3ext.h>
@@ -56,5 +62,11 @@ __attribute__((visibility("default"))) int sqlite3_rocketmq_init(
                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
                                    rmqVersionFunc, 0, 0);
   if (rc == SQLITE_OK) rc = rmq_register_store_table(db);
+  if (rc == SQLITE_OK) rc = rmq_register_commitlog_table(db);
+  if (rc == SQLITE_OK) rc = rmq_register_consumequeue_table(db);
+  if (rc == SQLITE_OK) rc = rmq_register_index_table(db);
+  if (rc == SQLITE_OK) rc = rmq_register_queues_table(db);
+  if (rc == SQLITE_OK) rc = rmq_register_stats_table(db);
+  if (rc == SQLITE_OK) rc = rmq_register_functions(db);
   return rc;
 }

@@ -29,7 +29,8 @@
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
 ** TO and a failed statement drop exactly their rows. With flush='sync' the
 ** append returns only once on disk. UPDATE and DELETE are refused: the log
-** is append-only.
+** is append-only. A readonly=1 table refuses INSERT even when this process
+** also has the store open for writing.
 **
 ** SELECT plans (xBestIndex; idxNum holds one bit per constraint slot used,
 ** idxStr names the plan for EXPLAIN QUERY PLAN):
@@ -41,11 +42,17 @@
 **    "cq topic=? queue_id=? ..." topic = ? AND queue_id = ? with optional
 **                                queue_offset bounds, tags = ? (tag hash
 **                                first), store_timestamp >= ? (time search)
-**                                and wait_ms = ? (long poll at the end)
+**                                and wait_ms = ? (long poll: when nothing
+**                                is found, wait up to wait_ms for a message)
 **    "offset range"              commitlog_offset bounds: a commit-log walk
 **    "scan"                      the whole commit log in physical order,
 **                                starting at the first segment that can hold
 **                                store_timestamp >= ? when given
+** key and wait_ms are no columns SQLite can re-check, so their plans win over
+** the point reads, and a query that gives them without what they need
+** (topic; topic and queue_id) is an error. Bounds are taken as SQLite
+** compares: reals are rounded outwards, NULL matches nothing, and text that
+** is no number bounds nothing (SQLite re-checks every row anyway).
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
@@ -93,6 +100,7 @@ typedef struct store_vtab {
   rmq_uniq_key_gen *uniq;
   int64_t delay_ms[RMQ_MAX_DELAY_LEVELS];
   int delay_levels;
+  bool readonly;          /* readonly=1, even when the engine it shares is writable */
   uint32_t next_queue;    /* round robin over default_queues */
   pending_row *pending;   /* rows of the open transaction */
   int npending, cap;
@@ -118,6 +126,7 @@ static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
   if (rc == SQLITE_OK) {
     memset(vt, 0, sizeof *vt);
     vt->db = db;
+    vt->readonly = cfg.readonly;
     rmq_err err = {0};
     rmq_parse_delay_levels(cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
                            &vt->delay_levels, &err);
@@ -195,14 +204,24 @@ static int constraint_slot(int col, int op) {
 
 typedef enum plan { PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN } plan;
 
-/* The slots each plan takes from what is available. */
+/*
+** The slots each plan takes from what is available. key and wait_ms have no
+** column value that SQLite could re-check, so the plans that use them come
+** before the cheaper point reads: a point read would ignore them and every
+** row would then fail `key = ?`.
+*/
 static plan choose_plan(int avail, int *use) {
+  bool topic = avail & BIT(S_TOPIC), cq = topic && (avail & BIT(S_QUEUE));
+  if (topic && (avail & BIT(S_KEY))) return *use = BIT(S_TOPIC) | BIT(S_KEY), PLAN_KEY;
+  if (cq && (avail & BIT(S_WAIT))) {
+    *use = avail & (BIT(S_TOPIC) | BIT(S_QUEUE) | QOFF_BITS | BIT(S_TAGS) | BIT(S_WAIT) | TS_BITS);
+    return PLAN_CQ;
+  }
   if (avail & BIT(S_OFFSET_EQ)) return *use = BIT(S_OFFSET_EQ), PLAN_OFFSET;
   if (avail & BIT(S_MSGID)) return *use = BIT(S_MSGID), PLAN_MSGID;
-  if ((avail & BIT(S_TOPIC)) && (avail & BIT(S_KEY))) return *use = BIT(S_TOPIC) | BIT(S_KEY), PLAN_KEY;
-  if ((avail & BIT(S_TOPIC)) && (avail & BIT(S_UNIQ))) return *use = BIT(S_TOPIC) | BIT(S_UNIQ), PLAN_UNIQ;
-  if ((avail & BIT(S_TOPIC)) && (avail & BIT(S_QUEUE))) {
-    *use = avail & (BIT(S_TOPIC) | BIT(S_QUEUE) | QOFF_BITS | BIT(S_TAGS) | BIT(S_WAIT) | TS_BITS);
+  if (topic && (avail & BIT(S_UNIQ))) return *use = BIT(S_TOPIC) | BIT(S_UNIQ), PLAN_UNIQ;
+  if (cq) {
+    *use = avail & (BIT(S_TOPIC) | BIT(S_QUEUE) | QOFF_BITS | BIT(S_TAGS) | TS_BITS);
     return PLAN_CQ;
   }
   if (avail & OFF_BITS) return *use = avail & (OFF_BITS | TS_BITS), PLAN_RANGE;
@@ -248,16 +267,28 @@ static bool order_consumed(sqlite3_index_info *info, plan p) {
 }
 
 /*
-** key and wait_ms have no value of their own to re-check: a plan that cannot
-** use them (their value comes from a table not yet read, or key has no
-** topic) would silently drop rows, so such a plan is refused and SQLite
-** picks a join order in which they are usable.
+** key and wait_ms have no value of their own to re-check: a plan that does
+** not use them would silently drop every row. When a value they need comes
+** from a table not yet read, the plan is refused (SQLITE_CONSTRAINT) and
+** SQLite picks a join order in which it is usable; when the query lacks
+** what they need, it is an error.
 */
-static bool search_input_unusable(int present, int avail) {
-  bool key = present & BIT(S_KEY), wait = present & BIT(S_WAIT);
-  bool topic_pending = (present & BIT(S_TOPIC)) && !(avail & BIT(S_TOPIC));
-  return (key && !(avail & BIT(S_KEY))) || (key && topic_pending) ||
-         (wait && !(avail & BIT(S_WAIT)));
+static int check_search_inputs(sqlite3_vtab *base, int present, int avail, plan p) {
+  int pending = present & ~avail;
+  if ((present & BIT(S_KEY)) && p != PLAN_KEY) {
+    if (pending & (BIT(S_KEY) | BIT(S_TOPIC))) return SQLITE_CONSTRAINT;
+    return set_vtab_error(base, "%s", "key = ? needs topic = ? in the same query: the index "
+                                      "holds topic#key");
+  }
+  if ((present & BIT(S_WAIT)) && p != PLAN_CQ) {
+    if (!(present & BIT(S_KEY)) && (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
+      return SQLITE_CONSTRAINT;
+    }
+    return set_vtab_error(base, "%s", "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
+                                      "key = ?) in the same query: it long-polls one consume "
+                                      "queue");
+  }
+  return SQLITE_OK;
 }
 
 static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
@@ -272,13 +303,10 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
       avail |= BIT(s);
     }
   }
-  if (search_input_unusable(present, avail)) return SQLITE_CONSTRAINT;
-  if ((avail & BIT(S_KEY)) && !(present & BIT(S_TOPIC))) {
-    return set_vtab_error(base, "%s", "key = ? needs topic = ? in the same query: the index "
-                                      "holds topic#key");
-  }
   int use;
   plan p = choose_plan(avail, &use);
+  int rc = check_search_inputs(base, present, avail, p);
+  if (rc != SQLITE_OK) return rc;
   int argv_index = 0;
   bool in_used = false;
   for (int s = 0; s < S_COUNT; s++) {
@@ -319,7 +347,8 @@ typedef struct store_cursor {
   char *topic, *tags;
   int32_t queue_id;
   int64_t tags_code;
-  int64_t wait_ms;
+  int64_t deadline;       /* long poll: wait for a first row until then (monotonic ms); 0: no */
+  bool found;             /* a row was returned: no more waiting */
   /* key look-ups */
   int64_t *offsets;
   int noffsets, ioffset;
@@ -347,7 +376,8 @@ static void cursor_reset(store_cursor *c) {
   c->offsets = NULL;
   c->noffsets = c->ioffset = 0;
   c->cq = NULL;
-  c->wait_ms = 0;
+  c->deadline = 0;
+  c->found = false;
   c->eof = true;
 }
 
@@ -409,7 +439,12 @@ static int walk_next(store_cursor *c) {
   return SQLITE_OK;
 }
 
-/* The start of the last segment whose first record was stored at or before ts. */
+/*
+** Where records stored at or after ts can start: the last segment whose
+** first record was stored before ts. Not "at or before": many records share
+** a millisecond, so the segment before one that starts at ts can end with
+** records of ts.
+*/
 static int64_t segment_for_time(store_cursor *c, int64_t ts) {
   rmq_commitlog *cl = cursor_log(c);
   int64_t start = rmq_commitlog_min_offset(cl);
@@ -419,7 +454,7 @@ static int64_t segment_for_time(store_cursor *c, int64_t ts) {
     int64_t first_ts = rmq_store_time_at(c->vt->store, mf->file_from_offset, 0);
     int64_t from = mf->file_from_offset;
     rmq_mapped_file_release(mf);
-    if (first_ts < 0 || first_ts > ts) break;
+    if (first_ts < 0 || first_ts >= ts) break;
     start = from;
   }
   return start;
@@ -439,23 +474,29 @@ static int wait_dispatched(store_cursor *c) {
   return SQLITE_OK;
 }
 
-/* Long poll: sleep until the dispatcher moves or wait_ms passes; true if it moved. */
+/*
+** Long poll, as RocketMQ holds a pull request: while the query has returned
+** no row, sleep until the queue grows past next_offset or the deadline
+** passes; true if it grew. The queue's end is read after the dispatcher's
+** offset, so a message dispatched in between is seen, not slept through.
+*/
 static bool wait_for_arrival(store_cursor *c) {
   rmq_reput_service *r = rmq_store_reput(c->vt->store);
-  if (!r || c->wait_ms <= 0) return false;
-  int64_t seen = rmq_reput_offset(r), deadline = rmq_monotonic_ms() + c->wait_ms;
-  while (rmq_monotonic_ms() < deadline) {
-    rmq_reput_wait_progress(r, seen, (int)(deadline - rmq_monotonic_ms()));
+  if (!r || c->found || c->deadline == 0) return false;
+  for (;;) {
+    int64_t seen = rmq_reput_offset(r);
     if (!c->cq) c->cq = rmq_cq_table_find(rmq_store_consume_queues(c->vt->store), c->topic, c->queue_id);
     if (c->cq && rmq_cq_max_offset(c->cq) > c->next_offset) return true;
-    seen = rmq_reput_offset(r);
+    int64_t left = c->deadline - rmq_monotonic_ms();
+    if (left <= 0) return false;
+    rmq_reput_wait_progress(r, seen, left > INT32_MAX ? INT32_MAX : (int)left);
   }
-  return false;
 }
 
 /*
 ** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
-** matches, with its record; a long poll once at the end when wait_ms is set.
+** matches, with its record. At the end of the queue, a query with wait_ms
+** that found nothing yet waits for more.
 */
 static int cq_next(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
@@ -468,7 +509,7 @@ static int cq_next(store_cursor *c) {
     if (c->iterating && c->it.offset < c->qoff_end && rmq_cq_iter_next(&c->it, &e)) {
       c->next_offset = c->it.offset;
       if (c->tags && e.tags_code != c->tags_code) continue;
-      if (load_record(c, e.phy_offset)) return SQLITE_OK;
+      if (load_record(c, e.phy_offset)) return c->found = true, SQLITE_OK;
       char *msg = sqlite3_mprintf("consume queue %s/%d entry %lld points at commit log offset "
                                   "%lld, where no valid record is", c->topic, c->queue_id,
                                   (long long)(c->it.offset - 1), (long long)e.phy_offset);
@@ -479,7 +520,6 @@ static int cq_next(store_cursor *c) {
     if (c->iterating) rmq_cq_iter_stop(&c->it);
     c->iterating = false;
     if (c->next_offset >= c->qoff_end || !wait_for_arrival(c)) break;
-    c->wait_ms = 0; /* one long poll per query */
   }
   c->eof = true;
   return SQLITE_OK;
@@ -524,6 +564,65 @@ static const char *arg_text(filter_args *a, int s) {
   return a->v[s] ? (const char *)sqlite3_value_text(a->v[s]) : NULL;
 }
 
+/* The integers an INTEGER column may hold under some bounds: [lo, hi). */
+typedef struct range {
+  int64_t lo, hi;
+} range;
+
+static int64_t sat_inc(int64_t x) { return x == INT64_MAX ? x : x + 1; }
+
+/*
+** Narrow r by `column op v` (op a SQLITE_INDEX_CONSTRAINT_ EQ, GT, LE, LT or
+** GE) the way SQLite compares: NULL matches nothing; a number (or numeric
+** text, which the column's affinity converts) bounds the range, a real
+** rounded outwards and nothing overflowing; other text and blobs bound
+** nothing, which is safe because SQLite re-checks every row (and they sort
+** above every number, so `offset <= 'x'` holds for all rows).
+*/
+static void range_narrow(range *r, int op, sqlite3_value *v) {
+  if (!v) return;
+  int type = sqlite3_value_numeric_type(v);
+  int64_t floor_v, ceil_v; /* the integers next to v */
+  if (type == SQLITE_INTEGER) {
+    floor_v = ceil_v = sqlite3_value_int64(v);
+  } else if (type == SQLITE_FLOAT) {
+    double d = sqlite3_value_double(v);
+    if (d >= 9223372036854775807.0) {
+      floor_v = ceil_v = INT64_MAX;
+    } else if (d <= -9223372036854775807.0) {
+      floor_v = ceil_v = INT64_MIN;
+    } else {
+      int64_t t = (int64_t)d; /* toward zero */
+      floor_v = t - (d < (double)t);
+      ceil_v = t + (d > (double)t);
+    }
+  } else {
+    if (type == SQLITE_NULL) r->hi = INT64_MIN;
+    return;
+  }
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_EQ: lo = ceil_v, hi = sat_inc(floor_v); break;
+    case SQLITE_INDEX_CONSTRAINT_GE: lo = ceil_v; break;
+    case SQLITE_INDEX_CONSTRAINT_GT:
+      if (floor_v == INT64_MAX) hi = INT64_MIN; /* nothing is greater */
+      else lo = floor_v + 1;
+      break;
+    case SQLITE_INDEX_CONSTRAINT_LE: hi = sat_inc(floor_v); break;
+    case SQLITE_INDEX_CONSTRAINT_LT: hi = ceil_v; break;
+  }
+  if (lo > r->lo) r->lo = lo;
+  if (hi < r->hi) r->hi = hi;
+}
+
+/* The store_timestamp bounds a plan takes (lower bounds only). */
+static range time_range(filter_args *a) {
+  range ts = {INT64_MIN, INT64_MAX};
+  range_narrow(&ts, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_TS_GE]);
+  range_narrow(&ts, SQLITE_INDEX_CONSTRAINT_GT, a->v[S_TS_GT]);
+  return ts;
+}
+
 static int cq_filter(store_cursor *c, filter_args *a) {
   int rc = wait_dispatched(c);
   const char *topic = arg_text(a, S_TOPIC), *tags = arg_text(a, S_TAGS);
@@ -535,46 +634,56 @@ static int cq_filter(store_cursor *c, filter_args *a) {
   if (!c->topic) return SQLITE_NOMEM;
   c->queue_id = (int32_t)sqlite3_value_int64(a->v[S_QUEUE]);
   c->cq = rmq_cq_table_find(rmq_store_consume_queues(c->vt->store), c->topic, c->queue_id);
-  int64_t lo = 0, hi = INT64_MAX;
-  if (a->v[S_QOFF_EQ]) lo = arg_int(a, S_QOFF_EQ, 0), hi = lo + 1;
-  if (a->v[S_QOFF_GE]) lo = arg_int(a, S_QOFF_GE, 0);
-  if (a->v[S_QOFF_GT]) lo = arg_int(a, S_QOFF_GT, 0) + 1;
-  if (a->v[S_QOFF_LE]) hi = arg_int(a, S_QOFF_LE, 0) + 1;
-  if (a->v[S_QOFF_LT]) hi = arg_int(a, S_QOFF_LT, 0);
-  if (c->cq && (a->v[S_TS_GE] || a->v[S_TS_GT])) {
-    int64_t ts = a->v[S_TS_GE] ? arg_int(a, S_TS_GE, 0) : arg_int(a, S_TS_GT, 0) + 1, at;
+  range q = {0, INT64_MAX}, ts = time_range(a);
+  range_narrow(&q, SQLITE_INDEX_CONSTRAINT_EQ, a->v[S_QOFF_EQ]);
+  range_narrow(&q, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_QOFF_GE]);
+  range_narrow(&q, SQLITE_INDEX_CONSTRAINT_GT, a->v[S_QOFF_GT]);
+  range_narrow(&q, SQLITE_INDEX_CONSTRAINT_LE, a->v[S_QOFF_LE]);
+  range_narrow(&q, SQLITE_INDEX_CONSTRAINT_LT, a->v[S_QOFF_LT]);
+  if (ts.lo >= ts.hi) q.hi = q.lo;
+  if (c->cq && ts.lo > INT64_MIN && q.lo < q.hi) {
+    int64_t at;
     rmq_err err = {0};
-    if (rmq_store_queue_offset_at_time(c->vt->store, c->topic, c->queue_id, ts, &at, &err) != RMQ_OK)
+    if (rmq_store_queue_offset_at_time(c->vt->store, c->topic, c->queue_id, ts.lo, &at, &err) !=
+        RMQ_OK) {
       return cursor_error(c, err.msg);
-    if (at > lo) lo = at;
+    }
+    if (at > q.lo) q.lo = at;
   }
   if (tags) {
     c->tags = sqlite3_mprintf("%s", tags);
     c->tags_code = rmq_tags_code(tags, strlen(tags));
   }
-  c->next_offset = lo < 0 ? 0 : lo;
-  c->qoff_end = hi;
-  c->wait_ms = arg_int(a, S_WAIT, 0);
+  c->next_offset = q.lo;
+  c->qoff_end = q.hi;
+  /* wait_ms is capped at 2^31 ms (24 days) so that the deadline cannot overflow */
+  int64_t wait_ms = arg_int(a, S_WAIT, 0);
+  if (wait_ms > 0) c->deadline = rmq_monotonic_ms() + (wait_ms > INT32_MAX ? INT32_MAX : wait_ms);
   return cq_next(c);
 }
 
 static int walk_filter(store_cursor *c, filter_args *a) {
   rmq_commitlog *cl = cursor_log(c);
-  int64_t lo = rmq_commitlog_min_offset(cl), hi = INT64_MAX;
-  if (a->v[S_OFF_GE]) lo = arg_int(a, S_OFF_GE, 0) > lo ? arg_int(a, S_OFF_GE, 0) : lo;
-  if (a->v[S_OFF_GT]) lo = arg_int(a, S_OFF_GT, 0) + 1 > lo ? arg_int(a, S_OFF_GT, 0) + 1 : lo;
-  if (a->v[S_OFF_LE]) hi = arg_int(a, S_OFF_LE, 0) + 1;
-  if (a->v[S_OFF_LT]) hi = arg_int(a, S_OFF_LT, 0);
-  if (a->v[S_TS_GE] || a->v[S_TS_GT]) {
-    int64_t from = segment_for_time(c, a->v[S_TS_GE] ? arg_int(a, S_TS_GE, 0) : arg_int(a, S_TS_GT, 0));
-    if (from > lo) lo = from;
+  int64_t min = rmq_commitlog_min_offset(cl);
+  range r = {min, INT64_MAX}, ts = time_range(a);
+  range_narrow(&r, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_OFF_GE]);
+  range_narrow(&r, SQLITE_INDEX_CONSTRAINT_GT, a->v[S_OFF_GT]);
+  range_narrow(&r, SQLITE_INDEX_CONSTRAINT_LE, a->v[S_OFF_LE]);
+  range_narrow(&r, SQLITE_INDEX_CONSTRAINT_LT, a->v[S_OFF_LT]);
+  if (ts.lo >= ts.hi) r.hi = r.lo;
+  if (ts.lo > INT64_MIN) {
+    int64_t from = segment_for_time(c, ts.lo);
+    if (from > r.lo) r.lo = from;
+  }
+  if (r.lo >= r.hi) {
+    c->eof = true;
+    return SQLITE_OK;
   }
   /* A range may start inside a record: walk from its segment's start. */
   int64_t seg = cl->mfq.file_size;
-  int64_t min = rmq_commitlog_min_offset(cl);
-  c->skip_below = lo;
-  c->next_offset = lo - lo % seg < min ? min : lo - lo % seg;
-  c->end_offset = hi;
+  c->skip_below = r.lo;
+  c->next_offset = r.lo - r.lo % seg < min ? min : r.lo - r.lo % seg;
+  c->end_offset = r.hi;
   return walk_next(c);
 }
 
@@ -749,16 +858,37 @@ typedef struct row_builder {
   char **errmsg;
 } row_builder;
 
-static int add_property(row_builder *b, const char *name, size_t nlen, const char *value,
-                        size_t vlen) {
+static bool has_separator(const char *s, size_t n) {
+  return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
+}
+
+/* Add one property; what names it in errors (a column, or "properties: name"). */
+static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
+                        const char *value, size_t vlen) {
+  if (has_separator(name, nlen) || has_separator(value, vlen)) {
+    *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
+                                 "properties", what);
+    return SQLITE_CONSTRAINT;
+  }
   if (rmq_properties_append(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen,
                             value, vlen) != 0) {
-    *b->errmsg = sqlite3_mprintf(
-        "properties: %.*s does not fit: properties are limited to %d bytes and no name or value "
-        "may contain the bytes 0x01 or 0x02", (int)nlen, name, RMQ_MAX_PROPERTIES_LEN);
+    *b->errmsg = sqlite3_mprintf("%s does not fit: a message's properties are limited to %d bytes",
+                                 what, RMQ_MAX_PROPERTIES_LEN);
     return SQLITE_CONSTRAINT;
   }
   return SQLITE_OK;
+}
+
+/* True if the properties built so far hold name (RocketMQ keeps one value per name). */
+static bool has_property(row_builder *b, const char *name, size_t nlen) {
+  rmq_properties_iter it;
+  const char *n, *v;
+  size_t n_len, v_len;
+  rmq_properties_iter_init(&it, b->props, b->props_len);
+  while (rmq_properties_next(&it, &n, &n_len, &v, &v_len)) {
+    if (n_len == nlen && memcmp(n, name, nlen) == 0) return true;
+  }
+  return false;
 }
 
 static int json_pair(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen,
@@ -776,7 +906,18 @@ static int json_pair(void *ctx, const char *name, size_t nlen, const char *value
                               "such pairs)");
     return SQLITE_CONSTRAINT;
   }
-  return add_property(ctx, name, nlen, value, vlen);
+  row_builder *b = ctx;
+  char *what = sqlite3_mprintf("properties: %.*s", (int)nlen, name);
+  if (!what) return SQLITE_NOMEM;
+  int rc = SQLITE_OK;
+  if (has_property(b, name, nlen)) {
+    *errmsg = sqlite3_mprintf("%s is given twice", what);
+    rc = SQLITE_CONSTRAINT;
+  } else {
+    rc = add_property(b, what, name, nlen, value, vlen);
+  }
+  sqlite3_free(what);
+  return rc;
 }
 
 static int fail(row_builder *b, const char *fmt, const char *arg) {
@@ -788,11 +929,12 @@ static const char *value_text(sqlite3_value *v) {
   return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
 }
 
-static int add_text_column(row_builder *b, sqlite3_value *v, const char *property) {
+static int add_text_column(row_builder *b, sqlite3_value *v, const char *column,
+                           const char *property) {
   const char *t = value_text(v);
   if (!t) return SQLITE_OK;
-  if (!*t) return fail(b, "%s must not be empty", property);
-  return add_property(b, property, strlen(property), t, strlen(t));
+  if (!*t) return fail(b, "%s must not be empty", column);
+  return add_property(b, column, property, strlen(property), t, strlen(t));
 }
 
 static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *rowid) {
@@ -848,22 +990,26 @@ static int add_delay(row_builder *b, sqlite3_value *v) {
   }
   char t[16];
   int n = snprintf(t, sizeof t, "%lld", (long long)level);
-  return add_property(b, RMQ_PROPERTY_DELAY, strlen(RMQ_PROPERTY_DELAY), t, (size_t)n);
+  return add_property(b, "delay_level", RMQ_PROPERTY_DELAY, strlen(RMQ_PROPERTY_DELAY), t,
+                      (size_t)n);
 }
 
 static int add_uniq_key(row_builder *b, sqlite3_value *v) {
-  if (sqlite3_value_type(v) != SQLITE_NULL) return add_text_column(b, v, RMQ_PROPERTY_UNIQ_KEY);
+  if (sqlite3_value_type(v) != SQLITE_NULL) {
+    return add_text_column(b, v, "uniq_key", RMQ_PROPERTY_UNIQ_KEY);
+  }
   char key[RMQ_MSG_ID_MAX];
   int n = rmq_uniq_key_next(b->vt->uniq, key);
-  return add_property(b, RMQ_PROPERTY_UNIQ_KEY, strlen(RMQ_PROPERTY_UNIQ_KEY), key, (size_t)n);
+  return add_property(b, "uniq_key", RMQ_PROPERTY_UNIQ_KEY, strlen(RMQ_PROPERTY_UNIQ_KEY), key,
+                      (size_t)n);
 }
 
 static int build_properties(row_builder *b, sqlite3_value **cols) {
   const char *json = value_text(cols[COL_PROPERTIES]);
   int rc = json ? rmq_properties_from_json(json, json_pair, b, b->errmsg) : SQLITE_OK;
   if (rc == SQLITE_ERROR) rc = SQLITE_CONSTRAINT;
-  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_TAGS], RMQ_PROPERTY_TAGS);
-  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_KEYS], RMQ_PROPERTY_KEYS);
+  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_TAGS], "tags", RMQ_PROPERTY_TAGS);
+  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_KEYS], "keys", RMQ_PROPERTY_KEYS);
   if (rc == SQLITE_OK) rc = add_uniq_key(b, cols[COL_UNIQ_KEY]);
   if (rc == SQLITE_OK) rc = add_delay(b, cols[COL_DELAY_LEVEL]);
   return rc;
@@ -971,6 +1117,12 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
                                       "rewritten, so UPDATE and DELETE are not supported "
                                       "(messages expire after file_reserved_hours)");
   }
+  if (vt->readonly) {
+    /* The engine may be a writable one shared with another table: refuse here. */
+    set_vtab_error(base, "store %s is open read-only (readonly=1): INSERT is not allowed",
+                   rmq_store_dir(vt->store));
+    return SQLITE_READONLY;
+  }
   char *errmsg = NULL;
   pending_row row;
   int rc = build_row(vt, argv[1], argv + 2, &row, &errmsg);
@@ -1012,6 +1164,12 @@ static int store_sync(sqlite3_vtab *base) {
   if (!results) return SQLITE_NOMEM;
   int rc = append_rows(vt, vt->pending, vt->npending, results);
   sqlite3_free(results);
+  /*
+  ** Appended: forget the rows now, not at xCommit. A COMMIT that then fails
+  ** on the database file (SQLITE_BUSY) stays open and calls xSync again when
+  ** retried, which must not append them a second time.
+  */
+  if (rc == SQLITE_OK) pending_clear(vt, 0);
   return rc;
 }
 

@@ -327,12 +327,24 @@ static void test_readonly(const char *dir) {
   rmq_put_result r;
   CHECK_EQ_INT(put1(s, tu_message(&t, "RO", 0, "hello", 5, ""), &r, &err), RMQ_OK);
   rmq_store_close(s);
+  /* A pre-allocated, all-zero next segment, as a broker that was killed leaves. */
+  char next[4200];
+  snprintf(next, sizeof next, "%s/commitlog/%020lld", dir, (long long)SEG);
+  FILE *f = fopen(next, "w");
+  CHECK(f != NULL && ftruncate(fileno(f), SEG) == 0);
+  if (f) fclose(f);
   rmq_config ro;
   tu_small_config(&ro, 1 << 20); /* the size is read off the files */
   ro.readonly = true;
   CHECK_EQ_INT(rmq_store_open(dir, &ro, &s, &err), RMQ_OK);
   CHECK_EQ_INT(rmq_store_config(s)->commitlog_file_size, SEG);
   check_record(s, &r, "RO", 0, "hello", 5);
+  /* The end is the last record's, whatever empty segments follow it on disk. */
+  CHECK_EQ_INT(rmq_mfq_count(&rmq_store_commitlog(s)->mfq), 2);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), r.physical_offset + r.size);
+  /* Consume-queue segments are sized by their files too. */
+  rmq_consume_queue *cq = rmq_cq_table_find(rmq_store_consume_queues(s), "RO", 0);
+  CHECK(cq != NULL && rmq_cq_max_offset(cq) == 1);
   CHECK_EQ_INT(put1(s, tu_message(&t, "RO", 0, "x", 1, ""), &r, &err), RMQ_EINVAL);
   CHECK(strstr(err.msg, "read-only") != NULL);
   rmq_store_close(s);

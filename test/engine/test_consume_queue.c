@@ -649,6 +649,40 @@ static void test_io_faults(void) {
   rmq_cq_close(cq);
 }
 
+/* A reader takes the segment size off the files, whatever entries_per_file says. */
+static void test_readonly_size(void) {
+  rmq_consume_queue *cq = open_cq("TopicRo", 0, true);
+  put_range(cq, 0, 12);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_OK);
+  rmq_cq_close(cq);
+
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicRo", 0, RMQ_CQ_DEFAULT_ENTRIES, false, &cq, &err), RMQ_OK);
+  if (cq == NULL) return;
+  CHECK_EQ_INT(cq->file_size, FILE_BYTES);
+  rmq_cq_recover(cq);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 12);
+  check_entries(cq, 0, 12);
+  rmq_cq_close(cq);
+
+  /* A writer still insists on its configured size. */
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicRo", 0, PER_FILE + 1, true, &cq, &err), RMQ_ECORRUPT);
+
+  /* A length that is not a whole number of entries. */
+  cq = open_cq("TopicRo", 1, true);
+  put_range(cq, 0, 3);
+  rmq_cq_close(cq);
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/TopicRo/1/00000000000000000000", root);
+  CHECK_EQ_INT(truncate(path, FILE_BYTES + 1), 0);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicRo", 1, RMQ_CQ_DEFAULT_ENTRIES, false, &cq, &err),
+               RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "are 101 bytes, not a whole number of 20-byte entries "
+                        "(consumequeue_entries)") != NULL);
+}
+
 int main(void) {
   make_root();
   test_put_get_iterate();
@@ -663,6 +697,7 @@ int main(void) {
   test_table_load();
   test_live_readers();
   test_io_faults();
+  test_readonly_size();
   remove_root();
   return check_report();
 }

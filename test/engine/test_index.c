@@ -695,6 +695,85 @@ static void test_live_queries(void) {
   remove_dir(dir);
 }
 
+/* ------------------------------------- read-only geometry and views */
+
+/* Build n messages with uniq key "R<i>" and key "all" at offsets 100*i into a fresh dir. */
+static void build_files(const char *dir, int32_t slots, int32_t entries, int n) {
+  rmq_index_service s;
+  init(&s, dir, slots, entries, true, NULL);
+  for (int i = 0; i < n; i++) {
+    char uniq[16];
+    snprintf(uniq, sizeof uniq, "R%d", i);
+    build(&s, "TR", 100 * (int64_t)i, T0 + 1000 * (int64_t)i, "all", uniq);
+  }
+  rmq_index_service_destroy(&s);
+}
+
+static void test_readonly_geometry(void) {
+  char dir[128];
+  rmq_err err = {0};
+  int64_t got[64];
+  rmq_index_service s;
+  /* RocketMQ's proportion (4 items a slot): a reader with the defaults finds it. */
+  sub_dir(dir, sizeof dir, "ro4");
+  build_files(dir, 8, 32, 20); /* 40 items, 31 a file: 2 files */
+  init(&s, dir, RMQ_INDEX_DEFAULT_SLOTS, RMQ_INDEX_DEFAULT_ENTRIES, false, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 2);
+  CHECK_EQ_INT(s.slot_num, 8);
+  CHECK_EQ_INT(s.index_num, 32);
+  CHECK_EQ_INT(query(&s, "TR", "all", 64, 0, INT64_MAX, got), 20);
+  CHECK_EQ_INT(query(&s, "TR", "R7", 64, 0, INT64_MAX, got), 1);
+  CHECK_EQ_INT(got[0], 700);
+
+  /* Views: every item of every file, oldest file first, and a slot's chain. */
+  rmq_index_view v;
+  int files = 0, items = 0, chain = 0, bad = 0;
+  int32_t hash = rmq_index_key_hash("TR", 2, "all", 3);
+  char after[18] = "";
+  for (bool ok = rmq_index_service_view(&s, NULL, &v); ok;
+       ok = rmq_index_service_view(&s, after, &v)) {
+    files++;
+    if (strcmp(v.name, after) <= 0) bad++;
+    CHECK_EQ_INT(v.slot_num, 8);
+    rmq_index_item it;
+    for (int32_t k = 1; k < v.header.index_count; k++) {
+      if (!rmq_index_view_item(&v, k, &it) || it.prev_index >= k) bad++;
+      items++;
+    }
+    for (int32_t k = rmq_index_view_slot(&v, hash); k > 0; k = it.prev_index) {
+      if (!rmq_index_view_item(&v, k, &it)) break;
+      chain += it.key_hash == hash;
+    }
+    CHECK(!rmq_index_view_item(&v, 0, &it) && !rmq_index_view_item(&v, 32, &it));
+    memcpy(after, v.name, sizeof after);
+    rmq_index_view_release(&v);
+  }
+  CHECK_EQ_INT(files, 2);
+  CHECK_EQ_INT(items, 40);
+  CHECK_EQ_INT(chain, 20);
+  CHECK_EQ_INT(bad, 0);
+  CHECK(v.mf == NULL);
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+
+  /* Another proportion: only the configured geometry reads it. */
+  sub_dir(dir, sizeof dir, "ro2");
+  build_files(dir, 8, 16, 3);
+  init(&s, dir, RMQ_INDEX_DEFAULT_SLOTS, RMQ_INDEX_DEFAULT_ENTRIES, false, NULL);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "is 392 bytes: index_slots 5000000 and index_entries 20000000 give "
+                        "420000040, and no index_slots with index_entries = 4 * index_slots "
+                        "fits it") != NULL);
+  rmq_index_service_destroy(&s);
+  init(&s, dir, 8, 16, false, NULL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
+  CHECK_EQ_INT(query(&s, "TR", "R2", 64, 0, INT64_MAX, got), 1);
+  rmq_index_service_destroy(&s);
+  remove_dir(dir);
+}
+
 int main(void) {
   make_root();
   test_vector();
@@ -704,6 +783,7 @@ int main(void) {
   test_names();
   test_faults();
   test_live_queries();
+  test_readonly_geometry();
   remove_dir(root);
   return check_report();
 }

@@ -1,0 +1,312 @@
+/*
+** vtab_index.c: rocketmq_index, the items of a store's index files,
+** read-only.
+**
+** Usage:
+**
+**    SELECT * FROM rocketmq_index('path/to/store');
+**    SELECT commitlog_offset FROM rocketmq_index('path/to/store', 'TopicA#order-1');
+**    SELECT * FROM rocketmq_index('path/to/store') WHERE key = 'TopicA#order-1';
+**
+** An eponymous, table-valued, read-only virtual table. The HIDDEN column
+** dir, the first argument, is required ("rocketmq_index: missing argument
+** dir; use rocketmq_index('path/to/store')"); the HIDDEN column key, the
+** optional second argument, is an index key as RocketMQ builds it:
+** 'topic#key' for each space-separated token of KEYS and 'topic#UNIQ_KEY'.
+** Like the other companion tables it reads the live store when this
+** process has dir open, and otherwise the files opened read-only (the
+** geometry of each index file is read off its size); it is
+** SQLITE_VTAB_DIRECTONLY.
+**
+** Columns, one row per index item:
+**
+**    file               the index file's name (yyyyMMddHHmmssSSS)
+**    entry              the item's number in the file (1 .. indexCount-1)
+**    key_hash           abs(Java hashCode of 'topic#key') (MIN_VALUE -> 0)
+**    commitlog_offset   the indexed record's commit-log offset
+**    time_diff          seconds from the file's beginTimestamp to the
+**                       record's store time
+**    prev_entry         the previous item of the same slot's chain (0: none)
+**
+** Without key: every used item of every file, files oldest first, items in
+** entry order. With `key = ?`: in each file, oldest first, the chain of the
+** key's slot (hash % slot count) from its newest item backwards, and of it
+** the items whose key_hash equals the key's: like RocketMQ's queryMessage,
+** this includes other keys with the same hash, so the caller re-checks the
+** record (the rocketmq table's `key = ?` plan does). A chain that does not
+** point strictly backwards (damage) ends the walk in that file.
+**
+** How it works: each file is walked through a view that holds its mapping
+** and a snapshot of its header, without holding the index service's lock
+** between rows (see rmq_index_service_view); the next file is the first
+** whose name sorts after the current one, so files deleted meanwhile do
+** not disturb the walk.
+**
+** Plans (xBestIndex). idxNum bits say which constraints were passed to
+** xFilter, in this argv order:
+**    IX_DIR 0x01   dir = ?   (required)
+**    IX_KEY 0x02   key = ?
+** idxStr is "all items" or "key chain" ("no dir" for a plan without dir,
+** which fails in xFilter).
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "rmq_ext.h"
+
+#define IX_SCHEMA                                                                          \
+  "CREATE TABLE x(file TEXT, entry INTEGER, key_hash INTEGER, commitlog_offset INTEGER,"   \
+  " time_diff INTEGER, prev_entry INTEGER, dir HIDDEN, key HIDDEN)"
+
+enum { COL_FILE, COL_ENTRY, COL_KEY_HASH, COL_COMMITLOG_OFFSET, COL_TIME_DIFF, COL_PREV, COL_DIR,
+       COL_KEY };
+
+#define IX_DIR 0x01
+#define IX_KEY 0x02
+
+typedef struct ix_cursor {
+  sqlite3_vtab_cursor base;
+  rmq_reader reader;
+  char *dir;             /* the directory reader has open, or NULL */
+  rmq_index_service *index;
+  char *key;             /* the key argument, or NULL for every item */
+  int32_t hash;          /* its hash */
+  rmq_index_view view;   /* the file being read (view.mf NULL: the end) */
+  int32_t entry;         /* the current item's number */
+  rmq_index_item item;
+  sqlite3_int64 rowid;
+} ix_cursor;
+
+static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
+  sqlite3_free(vt->zErrMsg);
+  vt->zErrMsg = msg;
+  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static int ix_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **errmsg) {
+  (void)aux;
+  (void)argc;
+  (void)argv;
+  (void)errmsg;
+  int rc = sqlite3_declare_vtab(db, IX_SCHEMA);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
+  if (vt == NULL) return SQLITE_NOMEM;
+  memset(vt, 0, sizeof *vt);
+  *out = vt;
+  return SQLITE_OK;
+}
+
+static int ix_disconnect(sqlite3_vtab *vt) {
+  sqlite3_free(vt);
+  return SQLITE_OK;
+}
+
+static int ix_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  int slot[2] = {-1, -1};
+  int constrained = 0;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn < COL_DIR || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    int b = c->iColumn - COL_DIR;
+    constrained |= 1 << b;
+    if (c->usable && slot[b] < 0) slot[b] = i;
+  }
+  int idx = (slot[0] >= 0 ? IX_DIR : 0) | (slot[1] >= 0 ? IX_KEY : 0);
+  /* dir is an input (see vtab_commitlog.c); key only narrows the walk. */
+  if ((constrained & IX_DIR) && !(idx & IX_DIR)) return SQLITE_CONSTRAINT;
+  int argc = 0;
+  for (int b = 0; b < 2; b++) {
+    if (slot[b] < 0) continue;
+    info->aConstraintUsage[slot[b]].argvIndex = ++argc;
+    info->aConstraintUsage[slot[b]].omit = 1;
+  }
+  info->idxNum = idx;
+  info->idxStr = !(idx & IX_DIR) ? "no dir" : idx & IX_KEY ? "key chain" : "all items";
+  info->estimatedCost = !(idx & IX_DIR) ? 1e300 : idx & IX_KEY ? 100 : 1000000;
+  info->estimatedRows = idx & IX_KEY ? 4 : 100000;
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------ the walk */
+
+/* The end of the items a full walk reads, and of those a chain may name. */
+static int32_t items_end(const rmq_index_view *v, bool chain) {
+  /* A slot of a file being written may name an item newer than the header snapshot. */
+  return chain && v->mf->writable ? v->index_num : v->header.index_count;
+}
+
+/* The first item of the current file to show, or 0. */
+static int32_t first_entry(ix_cursor *c) {
+  const rmq_index_view *v = &c->view;
+  if (c->key == NULL) return v->header.index_count > 1 ? 1 : 0;
+  int32_t k = rmq_index_view_slot(v, c->hash);
+  return k > 0 && k < items_end(v, true) ? k : 0;
+}
+
+/* The item after the current one in the current file, or 0. */
+static int32_t next_entry(ix_cursor *c) {
+  if (c->key == NULL) return c->entry + 1 < c->view.header.index_count ? c->entry + 1 : 0;
+  int32_t prev = c->item.prev_index;
+  return prev > 0 && prev < c->entry ? prev : 0;
+}
+
+/* Move to item k, or on to the next file's first item when k is 0. */
+static void seek(ix_cursor *c, int32_t k) {
+  while (c->view.mf) {
+    for (; k > 0; k = next_entry(c)) {
+      c->entry = k;
+      if (!rmq_index_view_item(&c->view, k, &c->item)) break;
+      if (c->key == NULL || c->item.key_hash == c->hash) return;
+    }
+    char name[sizeof c->view.name];
+    snprintf(name, sizeof name, "%s", c->view.name);
+    rmq_index_view_release(&c->view);
+    if (rmq_index_service_view(c->index, name, &c->view)) k = first_entry(c);
+  }
+}
+
+/* ------------------------------------------------------------ the cursor */
+
+static int ix_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  (void)vt;
+  ix_cursor *c = sqlite3_malloc(sizeof *c);
+  if (c == NULL) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static void close_reader(ix_cursor *c) {
+  rmq_index_view_release(&c->view);
+  rmq_reader_close(&c->reader);
+  sqlite3_free(c->dir);
+  c->dir = NULL;
+}
+
+static int ix_close(sqlite3_vtab_cursor *cur) {
+  ix_cursor *c = (ix_cursor *)cur;
+  close_reader(c);
+  sqlite3_free(c->key);
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+/* Open dir for this cursor, keeping the store of an earlier xFilter on the same dir. */
+static int open_dir(ix_cursor *c, sqlite3_value *v) {
+  const char *dir = (const char *)sqlite3_value_text(v);
+  if (dir == NULL) {
+    return set_vtab_error(c->base.pVtab,
+                          sqlite3_mprintf("rocketmq_index: the store directory is NULL"));
+  }
+  if (c->dir && strcmp(c->dir, dir) == 0) return SQLITE_OK;
+  close_reader(c);
+  char *msg = NULL;
+  if (rmq_reader_open(dir, &c->reader, &msg) != SQLITE_OK) {
+    char *full = sqlite3_mprintf("rocketmq_index: %s", msg);
+    sqlite3_free(msg);
+    return set_vtab_error(c->base.pVtab, full);
+  }
+  c->index = rmq_store_index(c->reader.store);
+  return (c->dir = sqlite3_mprintf("%s", dir)) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* See every message appended before this query (rmq_reader_wait_dispatched). */
+static int wait_dispatched(ix_cursor *c) {
+  char *msg = NULL;
+  if (rmq_reader_wait_dispatched(&c->reader, &msg) == SQLITE_OK) return SQLITE_OK;
+  char *full = sqlite3_mprintf("rocketmq_index: %s", msg);
+  sqlite3_free(msg);
+  return set_vtab_error(c->base.pVtab, full);
+}
+
+/* Take the key argument; *none when it is NULL (no item has that key). */
+static int set_key(ix_cursor *c, sqlite3_value *v, bool *none) {
+  const char *key = (const char *)sqlite3_value_text(v);
+  *none = key == NULL;
+  if (key == NULL) return SQLITE_OK;
+  const char *hash_sign = strchr(key, '#');
+  if (hash_sign == NULL) {
+    return set_vtab_error(c->base.pVtab, sqlite3_mprintf("rocketmq_index: key \"%s\" is not "
+                                                         "an index key 'topic#key'", key));
+  }
+  size_t topic_len = (size_t)(hash_sign - key);
+  c->hash = rmq_index_key_hash(key, topic_len, hash_sign + 1, strlen(hash_sign + 1));
+  return (c->key = sqlite3_mprintf("%s", key)) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
+                     sqlite3_value **argv) {
+  (void)idx_str;
+  (void)argc;
+  ix_cursor *c = (ix_cursor *)cur;
+  rmq_index_view_release(&c->view);
+  sqlite3_free(c->key);
+  c->key = NULL;
+  c->rowid = 0;
+  if (!(idx & IX_DIR)) {
+    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_index: missing argument dir; "
+                                                      "use rocketmq_index('path/to/store')"));
+  }
+  bool none = false;
+  int rc = open_dir(c, argv[0]);
+  if (rc == SQLITE_OK) rc = wait_dispatched(c);
+  if (rc == SQLITE_OK && (idx & IX_KEY)) rc = set_key(c, argv[1], &none);
+  if (rc != SQLITE_OK || none) return rc;
+  if (rmq_index_service_view(c->index, NULL, &c->view)) seek(c, first_entry(c));
+  return SQLITE_OK;
+}
+
+static int ix_next(sqlite3_vtab_cursor *cur) {
+  ix_cursor *c = (ix_cursor *)cur;
+  c->rowid++;
+  seek(c, next_entry(c));
+  return SQLITE_OK;
+}
+
+static int ix_eof(sqlite3_vtab_cursor *cur) { return ((ix_cursor *)cur)->view.mf == NULL; }
+
+static int ix_rowid(sqlite3_vtab_cursor *cur, sqlite_int64 *rowid) {
+  *rowid = ((ix_cursor *)cur)->rowid;
+  return SQLITE_OK;
+}
+
+static int ix_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  ix_cursor *c = (ix_cursor *)cur;
+  switch (col) {
+    case COL_FILE: sqlite3_result_text(ctx, c->view.name, -1, SQLITE_TRANSIENT); break;
+    case COL_ENTRY: sqlite3_result_int(ctx, c->entry); break;
+    case COL_KEY_HASH: sqlite3_result_int(ctx, c->item.key_hash); break;
+    case COL_COMMITLOG_OFFSET: sqlite3_result_int64(ctx, c->item.phy_offset); break;
+    case COL_TIME_DIFF: sqlite3_result_int(ctx, c->item.time_diff); break;
+    case COL_PREV: sqlite3_result_int(ctx, c->item.prev_index); break;
+    case COL_DIR: sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT); break;
+    case COL_KEY:
+      if (c->key) sqlite3_result_text(ctx, c->key, -1, SQLITE_TRANSIENT);
+      break;
+  }
+  return SQLITE_OK;
+}
+
+static sqlite3_module ix_module = {
+    .iVersion = 0,
+    .xConnect = ix_connect,
+    .xBestIndex = ix_best_index,
+    .xDisconnect = ix_disconnect,
+    .xOpen = ix_open,
+    .xClose = ix_close,
+    .xFilter = ix_filter,
+    .xNext = ix_next,
+    .xEof = ix_eof,
+    .xColumn = ix_column,
+    .xRowid = ix_rowid,
+};
+
+int rmq_register_index_table(sqlite3 *db) {
+  return sqlite3_create_module(db, "rocketmq_index", &ix_module, 0);
+}

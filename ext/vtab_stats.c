@@ -1,0 +1,338 @@
+/*
+** vtab_stats.c: rocketmq_stats, a store's figures as (name, value) rows,
+** read-only.
+**
+** Usage:
+**
+**    SELECT * FROM rocketmq_stats('path/to/store');
+**    SELECT value FROM rocketmq_stats('path/to/store') WHERE name = 'dispatch_behind_bytes';
+**
+** An eponymous, table-valued, read-only virtual table whose HIDDEN column
+** dir, the argument, is required ("rocketmq_stats: missing argument dir;
+** use rocketmq_stats('path/to/store')"). Like the other companion tables it
+** reads the live store when this process has dir open, and otherwise the
+** files opened read-only; it is SQLITE_VTAB_DIRECTONLY.
+**
+** Columns: name TEXT, value (INTEGER, REAL or TEXT, by row). The rows, in
+** this order:
+**
+**    live                   1: the live store of this process; 0: the
+**                           files, opened read-only for this query
+**    commitlog_min_offset   start of the first commit-log segment
+**    commitlog_max_offset   end of what was appended (write position)
+**    committed_offset       end of what readers see (RocketMQ's
+**                           maxPhyOffset): below commitlog_max_offset only
+**                           while transient_store_pool buffers hold bytes
+**    flushed_offset         end of what is known to be on disk
+**    dispatched_offset      end of what the dispatcher (ReputMessageService)
+**                           put into consume queues and index; for files
+**                           opened read-only, committed_offset
+**    dispatch_behind_bytes  committed_offset - dispatched_offset
+**    dispatch_skipped       records the dispatcher skipped as invalid
+**    put_count              messages appended since the store was opened
+**    put_latency_p50_us     median and 99th percentile of the time a put
+**    put_latency_p99_us     took, sync flush included (REAL, microseconds;
+**                           from a sample of puts, rounded up to a power
+**                           of two in ns; 0 when nothing was put)
+**    commitlog_files        commit-log segments
+**    commitlog_file_size    their size in bytes (read off the files when
+**                           opened read-only)
+**    consume_queues         (topic, queue_id) pairs
+**    consumequeue_files     consume-queue segments, all queues together
+**    index_files            index files
+**    index_slots            hash slots and items per index file (of the
+**    index_entries          newest file when opened read-only)
+**    file_bytes             the sizes of all files under dir, added up
+**    disk_bytes             the disk space they take (allocated blocks, as
+**                           du counts them: pre-allocated segments are
+**                           sparse until written)
+**    recovery               how the last open recovered the store (TEXT)
+**    poisoned               1 when an I/O failure stopped writes until the
+**                           store is reopened, else 0
+**    poison_reason          why (TEXT), NULL when not poisoned
+**
+** How it works: xFilter computes every row once (walking dir for the file
+** sizes, symbolic links not followed); idxNum is 1 when dir was given
+** (argv[0]) and 0 for the plan without it, which fails in xFilter; idxStr
+** is "stats" or "no dir".
+*/
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rmq_ext.h"
+
+#define ST_SCHEMA "CREATE TABLE x(name TEXT, value, dir HIDDEN)"
+
+enum { COL_NAME, COL_VALUE, COL_DIR };
+
+#define MAX_ROWS 32
+
+typedef struct st_row {
+  const char *name;
+  int type;       /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT or SQLITE_NULL */
+  int64_t i;
+  double d;
+  char *text;     /* sqlite3_malloc'd */
+} st_row;
+
+typedef struct st_cursor {
+  sqlite3_vtab_cursor base;
+  char *dir;
+  st_row rows[MAX_ROWS];
+  int n, i;
+} st_cursor;
+
+static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
+  sqlite3_free(vt->zErrMsg);
+  vt->zErrMsg = msg;
+  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static int st_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **errmsg) {
+  (void)aux;
+  (void)argc;
+  (void)argv;
+  (void)errmsg;
+  int rc = sqlite3_declare_vtab(db, ST_SCHEMA);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
+  if (vt == NULL) return SQLITE_NOMEM;
+  memset(vt, 0, sizeof *vt);
+  *out = vt;
+  return SQLITE_OK;
+}
+
+static int st_disconnect(sqlite3_vtab *vt) {
+  sqlite3_free(vt);
+  return SQLITE_OK;
+}
+
+static int st_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  int slot = -1;
+  bool constrained = false;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn != COL_DIR || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    constrained = true;
+    if (c->usable && slot < 0) slot = i;
+  }
+  /* dir is an input (see vtab_commitlog.c). */
+  if (constrained && slot < 0) return SQLITE_CONSTRAINT;
+  if (slot >= 0) {
+    info->aConstraintUsage[slot].argvIndex = 1;
+    info->aConstraintUsage[slot].omit = 1;
+  }
+  info->idxNum = slot >= 0;
+  info->idxStr = slot >= 0 ? "stats" : "no dir";
+  info->estimatedCost = slot >= 0 ? 1000 : 1e300;
+  info->estimatedRows = MAX_ROWS;
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------ the rows */
+
+static void add_int(st_cursor *c, const char *name, int64_t v) {
+  c->rows[c->n++] = (st_row){.name = name, .type = SQLITE_INTEGER, .i = v};
+}
+
+static void add_real(st_cursor *c, const char *name, double v) {
+  c->rows[c->n++] = (st_row){.name = name, .type = SQLITE_FLOAT, .d = v};
+}
+
+/* A TEXT row (NULL when text is NULL); false when out of memory. */
+static bool add_text(st_cursor *c, const char *name, const char *text) {
+  st_row r = {.name = name, .type = text ? SQLITE_TEXT : SQLITE_NULL};
+  if (text && (r.text = sqlite3_mprintf("%s", text)) == NULL) return false;
+  c->rows[c->n++] = r;
+  return true;
+}
+
+/* Add up the apparent and the allocated sizes of the files under path. */
+static void du(const char *path, int64_t *file_bytes, int64_t *disk_bytes) {
+  DIR *d = opendir(path);
+  if (d == NULL) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char child[PATH_MAX];
+    struct stat st;
+    if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child ||
+        lstat(child, &st) != 0) {
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      du(child, file_bytes, disk_bytes);
+    } else if (S_ISREG(st.st_mode)) {
+      *file_bytes += st.st_size;
+      *disk_bytes += (int64_t)st.st_blocks * 512;
+    }
+  }
+  closedir(d);
+}
+
+/* Consume queues and their segments. */
+static int count_queues(rmq_store *s, int64_t *queues, int64_t *files) {
+  rmq_consume_queue **all;
+  int n;
+  rmq_err err = {0};
+  if (rmq_cq_table_snapshot(rmq_store_consume_queues(s), &all, &n, &err) != RMQ_OK) {
+    return SQLITE_NOMEM;
+  }
+  *queues = n;
+  *files = 0;
+  for (int i = 0; i < n; i++) *files += rmq_mfq_count(&all[i]->mfq);
+  free(all);
+  return SQLITE_OK;
+}
+
+static int compute_rows(st_cursor *c, rmq_reader *r) {
+  rmq_store *s = r->store;
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  rmq_reput_service *reput = rmq_store_reput(s);
+  rmq_index_service *index = rmq_store_index(s);
+  int64_t committed = rmq_commitlog_max_offset(cl);
+  int64_t dispatched = reput ? rmq_reput_offset(reput) : committed;
+  int64_t queues, cq_files, file_bytes = 0, disk_bytes = 0;
+  int rc = count_queues(s, &queues, &cq_files);
+  if (rc != SQLITE_OK) return rc;
+  du(rmq_store_dir(s), &file_bytes, &disk_bytes);
+  bool poisoned = atomic_load(&cl->poisoned);
+
+  add_int(c, "live", r->shared);
+  add_int(c, "commitlog_min_offset", rmq_commitlog_min_offset(cl));
+  add_int(c, "commitlog_max_offset", rmq_mfq_max_wrote(&cl->mfq));
+  add_int(c, "committed_offset", committed);
+  add_int(c, "flushed_offset", rmq_commitlog_flushed_offset(cl));
+  add_int(c, "dispatched_offset", dispatched);
+  add_int(c, "dispatch_behind_bytes", reput ? rmq_reput_behind(reput) : 0);
+  add_int(c, "dispatch_skipped", reput ? rmq_reput_skipped(reput) : 0);
+  add_int(c, "put_count", atomic_load(&cl->put_count));
+  add_real(c, "put_latency_p50_us", (double)rmq_store_put_latency_ns(s, 0.5) / 1000.0);
+  add_real(c, "put_latency_p99_us", (double)rmq_store_put_latency_ns(s, 0.99) / 1000.0);
+  add_int(c, "commitlog_files", rmq_mfq_count(&cl->mfq));
+  add_int(c, "commitlog_file_size", cl->mfq.file_size);
+  add_int(c, "consume_queues", queues);
+  add_int(c, "consumequeue_files", cq_files);
+  add_int(c, "index_files", rmq_index_service_count(index));
+  add_int(c, "index_slots", index->slot_num);
+  add_int(c, "index_entries", index->index_num);
+  add_int(c, "file_bytes", file_bytes);
+  add_int(c, "disk_bytes", disk_bytes);
+  bool ok = add_text(c, "recovery", rmq_store_recovery_report(s));
+  add_int(c, "poisoned", poisoned);
+  /* poison_msg is written once, before poisoned is set. */
+  ok = ok && add_text(c, "poison_reason", poisoned ? cl->poison_msg : NULL);
+  return ok ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* ------------------------------------------------------------ the cursor */
+
+static int st_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  (void)vt;
+  st_cursor *c = sqlite3_malloc(sizeof *c);
+  if (c == NULL) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static void clear_rows(st_cursor *c) {
+  for (int i = 0; i < c->n; i++) sqlite3_free(c->rows[i].text);
+  sqlite3_free(c->dir);
+  c->dir = NULL;
+  c->n = c->i = 0;
+}
+
+static int st_close(sqlite3_vtab_cursor *cur) {
+  st_cursor *c = (st_cursor *)cur;
+  clear_rows(c);
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
+                     sqlite3_value **argv) {
+  (void)idx_str;
+  (void)argc;
+  st_cursor *c = (st_cursor *)cur;
+  clear_rows(c);
+  if (!idx) {
+    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_stats: missing argument dir; "
+                                                      "use rocketmq_stats('path/to/store')"));
+  }
+  const char *dir = (const char *)sqlite3_value_text(argv[0]);
+  if (dir == NULL) {
+    return set_vtab_error(cur->pVtab,
+                          sqlite3_mprintf("rocketmq_stats: the store directory is NULL"));
+  }
+  if ((c->dir = sqlite3_mprintf("%s", dir)) == NULL) return SQLITE_NOMEM;
+  rmq_reader reader;
+  char *msg = NULL;
+  if (rmq_reader_open(dir, &reader, &msg) != SQLITE_OK) {
+    char *full = sqlite3_mprintf("rocketmq_stats: %s", msg);
+    sqlite3_free(msg);
+    return set_vtab_error(cur->pVtab, full);
+  }
+  int rc = compute_rows(c, &reader);
+  rmq_reader_close(&reader);
+  return rc;
+}
+
+static int st_next(sqlite3_vtab_cursor *cur) {
+  ((st_cursor *)cur)->i++;
+  return SQLITE_OK;
+}
+
+static int st_eof(sqlite3_vtab_cursor *cur) {
+  st_cursor *c = (st_cursor *)cur;
+  return c->i >= c->n;
+}
+
+static int st_rowid(sqlite3_vtab_cursor *cur, sqlite_int64 *rowid) {
+  *rowid = ((st_cursor *)cur)->i + 1;
+  return SQLITE_OK;
+}
+
+static int st_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  st_cursor *c = (st_cursor *)cur;
+  const st_row *r = &c->rows[c->i];
+  if (col == COL_NAME) {
+    sqlite3_result_text(ctx, r->name, -1, SQLITE_STATIC);
+  } else if (col == COL_DIR) {
+    sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT);
+  } else if (r->type == SQLITE_INTEGER) {
+    sqlite3_result_int64(ctx, r->i);
+  } else if (r->type == SQLITE_FLOAT) {
+    sqlite3_result_double(ctx, r->d);
+  } else if (r->type == SQLITE_TEXT) {
+    sqlite3_result_text(ctx, r->text, -1, SQLITE_TRANSIENT);
+  }
+  return SQLITE_OK;
+}
+
+static sqlite3_module st_module = {
+    .iVersion = 0,
+    .xConnect = st_connect,
+    .xBestIndex = st_best_index,
+    .xDisconnect = st_disconnect,
+    .xOpen = st_open,
+    .xClose = st_close,
+    .xFilter = st_filter,
+    .xNext = st_next,
+    .xEof = st_eof,
+    .xColumn = st_column,
+    .xRowid = st_rowid,
+};
+
+int rmq_register_stats_table(sqlite3 *db) {
+  return sqlite3_create_module(db, "rocketmq_stats", &st_module, 0);
+}
