@@ -196,7 +196,7 @@ static int parse_value(json_in *j, char **out, int *len) {
     *out = NULL;
     return SQLITE_OK;
   }
-  bool number = number_length(start, j->end) == n;
+  bool number = n > 0 && number_length(start, j->end) == n;
   bool boolean = (n == 4 && memcmp(start, "true", 4) == 0) || (n == 5 && memcmp(start, "false", 5) == 0);
   if (!number && !boolean) {
     j->p = start;

@@ -14,7 +14,10 @@
 ** Every table of every connection of the process that names the same
 ** directory shares one engine (engine/registry.c), whose threads start with
 ** the first and stop, after a final flush, with the last. DROP TABLE never
-** deletes the store's files.
+** deletes the store's files. CREATE fails when the store cannot be opened;
+** a table of the schema whose store cannot be opened when it connects (say,
+** another process has it locked) fails each statement that uses it with that
+** error until it can be opened, and can still be dropped.
 **
 ** Columns: see STORE_SCHEMA; rowid is commitlog_offset. delay_level, key and
 ** wait_ms are HIDDEN: delay_level is an INSERT input, key and wait_ms are
@@ -96,7 +99,9 @@ typedef struct pending_row {
 typedef struct store_vtab {
   sqlite3_vtab base;
   sqlite3 *db;
-  rmq_store *store;
+  rmq_store *store;       /* NULL until opened when connecting could not (store_ready) */
+  char *dir;
+  rmq_config cfg;
   rmq_uniq_key_gen *uniq;
   int64_t delay_ms[RMQ_MAX_DELAY_LEVELS];
   int delay_levels;
@@ -114,23 +119,29 @@ static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
   return SQLITE_ERROR;
 }
 
-static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                         sqlite3_vtab **out, char **errmsg) {
-  (void)aux;
-  rmq_config cfg;
-  char *dir = NULL;
-  int rc = rmq_parse_args(argc - 3, argv + 3, &cfg, &dir, errmsg);
+/*
+** xCreate and xConnect. CREATE fails when the store cannot be opened. A
+** connect (a table of the schema, used for the first time) that cannot open
+** it, say because another process has it locked, still succeeds: the error
+** then comes from every statement that uses the table (store_ready retries),
+** and DROP TABLE, which needs a connected table, still works.
+*/
+static int store_init(sqlite3 *db, int argc, const char *const *argv, bool create,
+                      sqlite3_vtab **out, char **errmsg) {
   store_vtab *vt = NULL;
-  if (rc == SQLITE_OK) rc = sqlite3_declare_vtab(db, STORE_SCHEMA);
+  int rc = sqlite3_declare_vtab(db, STORE_SCHEMA);
   if (rc == SQLITE_OK && (vt = sqlite3_malloc(sizeof *vt)) == NULL) rc = SQLITE_NOMEM;
   if (rc == SQLITE_OK) {
     memset(vt, 0, sizeof *vt);
     vt->db = db;
-    vt->readonly = cfg.readonly;
+    rc = rmq_parse_args(argc - 3, argv + 3, &vt->cfg, &vt->dir, errmsg);
+  }
+  if (rc == SQLITE_OK) {
+    vt->readonly = vt->cfg.readonly;
     rmq_err err = {0};
-    rmq_parse_delay_levels(cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
+    rmq_parse_delay_levels(vt->cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
                            &vt->delay_levels, &err);
-    if (rmq_registry_open(dir, &cfg, &vt->store, &err) != RMQ_OK) {
+    if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
       *errmsg = sqlite3_mprintf("%s", err.msg);
       rc = SQLITE_ERROR;
     } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL) {
@@ -142,10 +153,30 @@ static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
     *out = &vt->base;
   } else if (vt) {
     rmq_registry_release(vt->store);
+    sqlite3_free(vt->dir);
     sqlite3_free(vt);
   }
-  sqlite3_free(dir);
   return rc;
+}
+
+static int store_create(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                        sqlite3_vtab **out, char **errmsg) {
+  (void)aux;
+  return store_init(db, argc, argv, true, out, errmsg);
+}
+
+static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                         sqlite3_vtab **out, char **errmsg) {
+  (void)aux;
+  return store_init(db, argc, argv, false, out, errmsg);
+}
+
+/* The store open, or the error why it cannot be (see store_init). */
+static int store_ready(store_vtab *vt) {
+  if (vt->store) return SQLITE_OK;
+  rmq_err err = {0};
+  if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) == RMQ_OK) return SQLITE_OK;
+  return set_vtab_error(&vt->base, "%s", err.msg);
 }
 
 static void pending_clear(store_vtab *vt, int keep) {
@@ -159,6 +190,7 @@ static int store_disconnect(sqlite3_vtab *base) {
   sqlite3_free(vt->savepoints);
   rmq_uniq_key_gen_free(vt->uniq);
   rmq_registry_release(vt->store);
+  sqlite3_free(vt->dir);
   sqlite3_free(vt);
   return SQLITE_OK;
 }
@@ -709,6 +741,8 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
   (void)idx_str;
   store_cursor *c = (store_cursor *)base;
   cursor_reset(c);
+  int rc = store_ready(c->vt);
+  if (rc != SQLITE_OK) return rc;
   c->eof = false;
   filter_args a = {{0}};
   for (int s = 0, i = 0; s < S_COUNT && i < argc; s++) {
@@ -1117,6 +1151,8 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
                                       "rewritten, so UPDATE and DELETE are not supported "
                                       "(messages expire after file_reserved_hours)");
   }
+  int rc = store_ready(vt);
+  if (rc != SQLITE_OK) return rc;
   if (vt->readonly) {
     /* The engine may be a writable one shared with another table: refuse here. */
     set_vtab_error(base, "store %s is open read-only (readonly=1): INSERT is not allowed",
@@ -1125,10 +1161,15 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   }
   char *errmsg = NULL;
   pending_row row;
-  int rc = build_row(vt, argv[1], argv + 2, &row, &errmsg);
+  rc = build_row(vt, argv[1], argv + 2, &row, &errmsg);
   if (rc == SQLITE_CONSTRAINT && sqlite3_vtab_on_conflict(vt->db) == SQLITE_IGNORE) {
+    /*
+    ** SQLite skips the row itself when it gets SQLITE_CONSTRAINT under OR
+    ** IGNORE; SQLITE_OK would count it in changes() and make
+    ** last_insert_rowid() the unset rowid (0, another message's offset).
+    */
     sqlite3_free(errmsg);
-    return SQLITE_OK;
+    return SQLITE_CONSTRAINT;
   }
   if (rc != SQLITE_OK) {
     sqlite3_free(base->zErrMsg);
@@ -1216,7 +1257,7 @@ static int store_rename(sqlite3_vtab *base, const char *name) {
 
 static sqlite3_module store_module = {
     .iVersion = 2,
-    .xCreate = store_connect,
+    .xCreate = store_create,
     .xConnect = store_connect,
     .xBestIndex = store_best_index,
     .xDisconnect = store_disconnect,
