@@ -49,6 +49,70 @@ void rmq_reader_close(rmq_reader *r);
 int rmq_reader_wait_dispatched(rmq_reader *r, char **errmsg);
 
 /*
+** tvf.c: the pieces shared by the read-only, table-valued companion tables.
+**
+** A table describes itself with a static rmq_tvf and registers with
+** rmq_tvf_register, which hands the description to rmq_tvf_connect (its
+** xConnect; rmq_tvf_disconnect is its xDisconnect). Its arguments are its
+** last columns, HIDDEN. rmq_tvf_best_index passes xFilter, in this argv
+** order, one = constraint per argument given, then, when range_col is set,
+** the bounds of range_col: = ?, then >= ? or > ?, then <= ? or < ?. idxNum
+** has bit n for argument n, then the bits of =, >=, >, <= and < on
+** range_col (bit n_args up to n_args + 4).
+*/
+#define RMQ_TVF_MAX_ARGS 8
+
+typedef struct rmq_tvf {
+  const char *name;             /* the module's name, which starts its error messages */
+  const char *schema;           /* its CREATE TABLE, the argument columns last */
+  int arg_col;                  /* column number of the first argument */
+  int n_args;                   /* argument columns, 1 to RMQ_TVF_MAX_ARGS */
+  int n_required;               /* the first n_required of them must be given */
+  const char *const *arg_names; /* their names, for "missing argument NAME" */
+  const char *usage;            /* a call that works: "rocketmq_x('path/to/store')" */
+  const char *no_args_plan;     /* idxStr of a plan that lacks a required argument */
+  int range_col;                /* an INTEGER column whose bounds xFilter takes, or -1 */
+} rmq_tvf;
+
+int rmq_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmq_tvf *t);
+int rmq_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                    sqlite3_vtab **out, char **errmsg);
+int rmq_tvf_disconnect(sqlite3_vtab *vt);
+/* Set vt's error to "NAME: " and the formatted text; SQLITE_ERROR (SQLITE_NOMEM). */
+int rmq_tvf_error(sqlite3_vtab *vt, const char *fmt, ...);
+/* xOpen: a zeroed cursor of size bytes (sqlite3_vtab_cursor first) in *out, or NULL. */
+void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
+/*
+** xBestIndex for the arguments and range: sets idxNum, the argv usage and
+** orderByConsumed (ascending range_col); *ready says whether every required
+** argument is in the plan. A plan that is not ready gets no_args_plan and a
+** cost of 1e300; the table prices a ready plan itself. SQLITE_CONSTRAINT:
+** a required argument is constrained but not usable in this join order.
+*/
+int rmq_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready);
+/* xFilter: the "missing argument" error of a plan that is not ready, else SQLITE_OK. */
+int rmq_tvf_check_args(sqlite3_vtab *vt, int idx);
+/* xFilter: narrow *lo and *hi (the caller's defaults) to the range bounds in argv. */
+void rmq_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi);
+
+/*
+** The store a cursor reads, from its dir argument. rmq_tvf_dir_open keeps
+** the store of the previous xFilter when dir is the same; the caller
+** releases what it holds of that store first. A table that reads all it
+** needs in xFilter may rmq_reader_close(&d->reader) at once and keep dir
+** for its dir column: the next xFilter opens the store again.
+*/
+typedef struct rmq_tvf_dir {
+  rmq_reader reader; /* reader.store is NULL when none is open */
+  char *dir;         /* the directory of the last xFilter, or NULL */
+} rmq_tvf_dir;
+
+int rmq_tvf_dir_open(rmq_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v);
+/* rmq_reader_wait_dispatched, its failure an error on vt. */
+int rmq_tvf_dir_wait_dispatched(rmq_tvf_dir *d, sqlite3_vtab *vt);
+void rmq_tvf_dir_close(rmq_tvf_dir *d);
+
+/*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING
 ** rocketmq(...) into a checked configuration; *dir is sqlite3_malloc'd.
 */

@@ -82,7 +82,6 @@
 ** past the upper bound; SQLite still checks them on each row. ORDER BY
 ** offset is consumed.
 */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,12 +102,9 @@ enum {
   COL_PREPARED_TX_OFFSET, COL_BODY_LENGTH, COL_PROPERTIES, COL_MSG_ID, COL_DIR
 };
 
+/* idxNum bits that pricing looks at (rmq_tvf_best_index sets them all). */
 #define CL_DIR 0x01
 #define CL_EQ 0x02
-#define CL_GE 0x04
-#define CL_GT 0x08
-#define CL_LE 0x10
-#define CL_LT 0x20
 
 /* Smallest record: the fixed fields with IPv4 hosts, empty body, topic and properties. */
 #define MIN_RECORD_SIZE 91
@@ -120,8 +116,7 @@ typedef enum row_next { NEXT_RECORD, NEXT_FILE } row_next;
 
 typedef struct cl_cursor {
   sqlite3_vtab_cursor base;
-  rmq_reader reader;
-  char *dir;               /* the directory reader has open, or NULL */
+  rmq_tvf_dir src;         /* the store read */
   rmq_commitlog *cl;
   bool whole_files;        /* no writer in this process: read each segment to its end */
   rmq_mapped_file *mf;     /* held segment of the current row, or NULL at the end */
@@ -141,79 +136,17 @@ typedef struct cl_cursor {
   char *full_reason;       /* reason with the CRC, for the column */
 } cl_cursor;
 
-static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = msg;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
-}
-
 /* ------------------------------------------------------------ the table */
 
-static int cl_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **errmsg) {
-  (void)aux;
-  (void)argc;
-  (void)argv;
-  (void)errmsg;
-  int rc = sqlite3_declare_vtab(db, CL_SCHEMA);
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
-  if (vt == NULL) return SQLITE_NOMEM;
-  memset(vt, 0, sizeof *vt);
-  *out = vt;
-  return SQLITE_OK;
-}
-
-static int cl_disconnect(sqlite3_vtab *vt) {
-  sqlite3_free(vt);
-  return SQLITE_OK;
-}
-
 static int cl_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
-  int slot[6] = {-1, -1, -1, -1, -1, -1}; /* constraint index per bit position */
-  static const int bits[6] = {CL_DIR, CL_EQ, CL_GE, CL_GT, CL_LE, CL_LT};
-  bool dir_seen = false;
-  for (int i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    int b = -1;
-    if (c->iColumn == COL_DIR && c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
-      dir_seen = true;
-      if (!c->usable) continue;
-      b = 0;
-    } else if (c->iColumn == COL_OFFSET && c->usable) {
-      b = c->op == SQLITE_INDEX_CONSTRAINT_EQ ? 1 : c->op == SQLITE_INDEX_CONSTRAINT_GE ? 2
-        : c->op == SQLITE_INDEX_CONSTRAINT_GT ? 3 : c->op == SQLITE_INDEX_CONSTRAINT_LE ? 4
-        : c->op == SQLITE_INDEX_CONSTRAINT_LT ? 5 : -1;
-    }
-    if (b >= 0 && slot[b] < 0) slot[b] = i;
-  }
-  /*
-  ** dir is an input: a plan without it is unusable when dir is constrained
-  ** (another join order supplies it) and otherwise fails in xFilter, so
-  ** that SQLite can still prefer a plan that has it (an OR of two dirs).
-  */
-  if (slot[0] < 0 && dir_seen) return SQLITE_CONSTRAINT;
-  /* One lower and one upper bound: = beats >= beats >. */
-  if (slot[1] >= 0) slot[2] = slot[3] = slot[4] = slot[5] = -1;
-  if (slot[2] >= 0) slot[3] = -1;
-  if (slot[4] >= 0) slot[5] = -1;
-  int idx = 0, argc = 0;
-  for (int b = 0; b < 6; b++) {
-    if (slot[b] < 0) continue;
-    idx |= bits[b];
-    info->aConstraintUsage[slot[b]].argvIndex = ++argc;
-    info->aConstraintUsage[slot[b]].omit = b == 0;
-  }
-  info->idxNum = idx;
-  info->idxStr = !(idx & CL_DIR) ? "no dir" : idx == CL_DIR ? "scan" : "offset range";
-  info->estimatedCost = !(idx & CL_DIR) ? 1e300 : idx & CL_EQ ? 100 : idx != CL_DIR ? 10000
-                                                                              : 1000000;
+  bool ready;
+  int rc = rmq_tvf_best_index(vt, info, &ready);
+  if (rc != SQLITE_OK) return rc;
+  int idx = info->idxNum;
   info->estimatedRows = idx & CL_EQ ? 1 : idx != CL_DIR ? 1000 : 100000;
-  if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == COL_OFFSET && !info->aOrderBy[0].desc) {
-    info->orderByConsumed = 1;
-  }
+  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  info->idxStr = idx == CL_DIR ? "scan" : "offset range";
+  info->estimatedCost = idx & CL_EQ ? 100 : idx != CL_DIR ? 10000 : 1000000;
   return SQLITE_OK;
 }
 
@@ -398,67 +331,19 @@ static const char *row_reason(cl_cursor *c) {
 
 static int cl_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  cl_cursor *c = sqlite3_malloc(sizeof *c);
+  cl_cursor *c = rmq_tvf_cursor_new(sizeof *c, out);
   if (c == NULL) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
   c->crc_ok = -1;
-  *out = &c->base;
   return SQLITE_OK;
-}
-
-static void close_reader(cl_cursor *c) {
-  if (c->mf) rmq_mapped_file_release(c->mf);
-  c->mf = NULL;
-  rmq_reader_close(&c->reader);
-  sqlite3_free(c->dir);
-  c->dir = NULL;
 }
 
 static int cl_close(sqlite3_vtab_cursor *cur) {
   cl_cursor *c = (cl_cursor *)cur;
   clear_row(c);
-  close_reader(c);
+  if (c->mf) rmq_mapped_file_release(c->mf);
+  rmq_tvf_dir_close(&c->src);
   sqlite3_free(c);
   return SQLITE_OK;
-}
-
-/* Open dir for this cursor, keeping the store of an earlier xFilter on the same dir. */
-static int open_dir(cl_cursor *c, sqlite3_value *v) {
-  const char *dir = (const char *)sqlite3_value_text(v);
-  if (dir == NULL) {
-    return set_vtab_error(c->base.pVtab,
-                          sqlite3_mprintf("rocketmq_commitlog: the store directory is NULL"));
-  }
-  if (c->dir && strcmp(c->dir, dir) == 0) return SQLITE_OK;
-  close_reader(c);
-  char *msg = NULL;
-  if (rmq_reader_open(dir, &c->reader, &msg) != SQLITE_OK) {
-    char *full = sqlite3_mprintf("rocketmq_commitlog: %s", msg);
-    sqlite3_free(msg);
-    return set_vtab_error(c->base.pVtab, full);
-  }
-  if ((c->dir = sqlite3_mprintf("%s", dir)) == NULL) return SQLITE_NOMEM;
-  c->cl = rmq_store_commitlog(c->reader.store);
-  c->whole_files = rmq_store_config(c->reader.store)->readonly;
-  return SQLITE_OK;
-}
-
-/* An integer bound from v: exact for integers, rounded outward for reals; false otherwise. */
-static bool bound(sqlite3_value *v, bool lower, int64_t *out) {
-  switch (sqlite3_value_numeric_type(v)) {
-    case SQLITE_INTEGER:
-      *out = sqlite3_value_int64(v);
-      return true;
-    case SQLITE_FLOAT: {
-      double d = lower ? floor(sqlite3_value_double(v)) : ceil(sqlite3_value_double(v));
-      if (d <= -9.2e18) d = -9.2e18;
-      if (d >= 9.2e18) d = 9.2e18;
-      *out = (int64_t)d;
-      return true;
-    }
-    default:
-      return false; /* no integer satisfies it; SQLite's own check drops every row */
-  }
 }
 
 static int cl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
@@ -466,21 +351,18 @@ static int cl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)idx_str;
   (void)argc;
   cl_cursor *c = (cl_cursor *)cur;
-  if (!(idx & CL_DIR)) {
-    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_commitlog: missing argument dir; "
-                                                      "use rocketmq_commitlog('path/to/store')"));
-  }
-  int a = 0;
-  int rc = open_dir(c, argv[a++]);
+  int rc = rmq_tvf_check_args(cur->pVtab, idx);
   if (rc != SQLITE_OK) return rc;
-  c->lo = INT64_MIN;
-  c->hi = INT64_MAX;
-  int64_t v;
-  if ((idx & CL_EQ) && bound(argv[a++], true, &v)) c->lo = c->hi = v;
-  if ((idx & (CL_GE | CL_GT)) && bound(argv[a++], true, &v)) c->lo = v;
-  if ((idx & (CL_LE | CL_LT)) && bound(argv[a++], false, &v)) c->hi = v;
+  /* Let go of the segment before the store it belongs to may be closed. */
   if (c->mf) rmq_mapped_file_release(c->mf);
   c->mf = NULL;
+  rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc != SQLITE_OK) return rc;
+  c->cl = rmq_store_commitlog(c->src.reader.store);
+  c->whole_files = rmq_store_config(c->src.reader.store)->readonly;
+  c->lo = INT64_MIN;
+  c->hi = INT64_MAX;
+  rmq_tvf_range(cur->pVtab, idx, argv, &c->lo, &c->hi);
   int64_t min = rmq_commitlog_min_offset(c->cl);
   enter_file(c, c->lo > min ? c->lo - c->lo % c->cl->mfq.file_size : min);
   step(c, false);
@@ -570,7 +452,7 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
       if (r) sqlite3_result_text(ctx, r, -1, SQLITE_TRANSIENT);
       break;
     }
-    case COL_DIR: sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT); break;
+    case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
     default: header_column(c, ctx, col); break;
   }
   return SQLITE_OK;
@@ -578,9 +460,9 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module cl_module = {
     .iVersion = 0,
-    .xConnect = cl_connect,
+    .xConnect = rmq_tvf_connect,
     .xBestIndex = cl_best_index,
-    .xDisconnect = cl_disconnect,
+    .xDisconnect = rmq_tvf_disconnect,
     .xOpen = cl_open,
     .xClose = cl_close,
     .xFilter = cl_filter,
@@ -590,6 +472,20 @@ static sqlite3_module cl_module = {
     .xRowid = cl_rowid,
 };
 
+static const char *const cl_args[] = {"dir"};
+
+static const rmq_tvf cl_tvf = {
+    .name = "rocketmq_commitlog",
+    .schema = CL_SCHEMA,
+    .arg_col = COL_DIR,
+    .n_args = 1,
+    .n_required = 1,
+    .arg_names = cl_args,
+    .usage = "rocketmq_commitlog('path/to/store')",
+    .no_args_plan = "no dir",
+    .range_col = COL_OFFSET,
+};
+
 int rmq_register_commitlog_table(sqlite3 *db) {
-  return sqlite3_create_module(db, "rocketmq_commitlog", &cl_module, 0);
+  return rmq_tvf_register(db, &cl_module, &cl_tvf);
 }

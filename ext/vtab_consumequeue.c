@@ -44,7 +44,6 @@
 ** SQLite still checks the bounds on each row. ORDER BY cq_offset is
 ** consumed. The iterator holds the segment it reads.
 */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,22 +55,16 @@
 
 enum { COL_CQ_OFFSET, COL_COMMITLOG_OFFSET, COL_SIZE, COL_TAGS_CODE, COL_DIR, COL_TOPIC, COL_QID };
 
+/* idxNum bits that pricing looks at (rmq_tvf_best_index sets them all). */
 #define CQ_DIR 0x01
 #define CQ_TOPIC 0x02
 #define CQ_QID 0x04
 #define CQ_EQ 0x08
-#define CQ_GE 0x10
-#define CQ_GT 0x20
-#define CQ_LE 0x40
-#define CQ_LT 0x80
 #define CQ_ARGS (CQ_DIR | CQ_TOPIC | CQ_QID)
-
-#define CQ_USAGE "use rocketmq_consumequeue('path/to/store', 'TopicA', 0)"
 
 typedef struct cq_cursor {
   sqlite3_vtab_cursor base;
-  rmq_reader reader;
-  char *dir;          /* the directory reader has open, or NULL */
+  rmq_tvf_dir src;    /* the store read */
   char *topic;
   int32_t queue_id;
   rmq_cq_iter it;
@@ -82,78 +75,17 @@ typedef struct cq_cursor {
   rmq_cq_entry entry;
 } cq_cursor;
 
-static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = msg;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
-}
-
 /* ------------------------------------------------------------ the table */
 
-static int cq_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **errmsg) {
-  (void)aux;
-  (void)argc;
-  (void)argv;
-  (void)errmsg;
-  int rc = sqlite3_declare_vtab(db, CQ_SCHEMA);
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
-  if (vt == NULL) return SQLITE_NOMEM;
-  memset(vt, 0, sizeof *vt);
-  *out = vt;
-  return SQLITE_OK;
-}
-
-static int cq_disconnect(sqlite3_vtab *vt) {
-  sqlite3_free(vt);
-  return SQLITE_OK;
-}
-
 static int cq_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
-  enum { NBITS = 8 };
-  int slot[NBITS];
-  for (int b = 0; b < NBITS; b++) slot[b] = -1;
-  int constrained = 0; /* argument bits that have an = constraint, usable or not */
-  for (int i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    int b = -1;
-    if (c->iColumn >= COL_DIR && c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
-      b = c->iColumn - COL_DIR;
-      constrained |= 1 << b;
-      if (!c->usable) b = -1;
-    } else if (c->iColumn == COL_CQ_OFFSET && c->usable) {
-      b = c->op == SQLITE_INDEX_CONSTRAINT_EQ ? 3 : c->op == SQLITE_INDEX_CONSTRAINT_GE ? 4
-        : c->op == SQLITE_INDEX_CONSTRAINT_GT ? 5 : c->op == SQLITE_INDEX_CONSTRAINT_LE ? 6
-        : c->op == SQLITE_INDEX_CONSTRAINT_LT ? 7 : -1;
-    }
-    if (b >= 0 && slot[b] < 0) slot[b] = i;
-  }
-  int have = 0;
-  for (int b = 0; b < 3; b++) have |= slot[b] >= 0 ? 1 << b : 0;
-  /* The arguments are inputs: see vtab_commitlog.c. */
-  if (have != constrained) return SQLITE_CONSTRAINT;
-  if (slot[3] >= 0) slot[4] = slot[5] = slot[6] = slot[7] = -1;
-  if (slot[4] >= 0) slot[5] = -1;
-  if (slot[6] >= 0) slot[7] = -1;
-  int idx = 0, argc = 0;
-  for (int b = 0; b < NBITS; b++) {
-    if (slot[b] < 0) continue;
-    idx |= 1 << b;
-    info->aConstraintUsage[slot[b]].argvIndex = ++argc;
-    info->aConstraintUsage[slot[b]].omit = b < 3;
-  }
-  info->idxNum = idx;
-  bool args = (idx & CQ_ARGS) == CQ_ARGS;
-  info->idxStr = !args ? "no arguments" : idx == CQ_ARGS ? "queue" : "queue range";
-  info->estimatedCost = !args ? 1e300 : idx & CQ_EQ ? 10 : idx != CQ_ARGS ? 1000 : 100000;
+  bool ready;
+  int rc = rmq_tvf_best_index(vt, info, &ready);
+  if (rc != SQLITE_OK) return rc;
+  int idx = info->idxNum;
   info->estimatedRows = idx & CQ_EQ ? 1 : idx != CQ_ARGS ? 100 : 10000;
-  if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == COL_CQ_OFFSET &&
-      !info->aOrderBy[0].desc) {
-    info->orderByConsumed = 1;
-  }
+  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  info->idxStr = idx == CQ_ARGS ? "queue" : "queue range";
+  info->estimatedCost = idx & CQ_EQ ? 10 : idx != CQ_ARGS ? 1000 : 100000;
   return SQLITE_OK;
 }
 
@@ -161,11 +93,9 @@ static int cq_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 
 static int cq_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  cq_cursor *c = sqlite3_malloc(sizeof *c);
+  cq_cursor *c = rmq_tvf_cursor_new(sizeof *c, out);
   if (c == NULL) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
   c->eof = true;
-  *out = &c->base;
   return SQLITE_OK;
 }
 
@@ -174,64 +104,13 @@ static void stop_iter(cq_cursor *c) {
   c->iterating = false;
 }
 
-static void close_reader(cq_cursor *c) {
-  stop_iter(c);
-  rmq_reader_close(&c->reader);
-  sqlite3_free(c->dir);
-  c->dir = NULL;
-}
-
 static int cq_close(sqlite3_vtab_cursor *cur) {
   cq_cursor *c = (cq_cursor *)cur;
-  close_reader(c);
+  stop_iter(c);
+  rmq_tvf_dir_close(&c->src);
   sqlite3_free(c->topic);
   sqlite3_free(c);
   return SQLITE_OK;
-}
-
-/* Open dir for this cursor, keeping the store of an earlier xFilter on the same dir. */
-static int open_dir(cq_cursor *c, sqlite3_value *v) {
-  const char *dir = (const char *)sqlite3_value_text(v);
-  if (dir == NULL) {
-    return set_vtab_error(c->base.pVtab,
-                          sqlite3_mprintf("rocketmq_consumequeue: the store directory is NULL"));
-  }
-  if (c->dir && strcmp(c->dir, dir) == 0) return SQLITE_OK;
-  close_reader(c);
-  char *msg = NULL;
-  if (rmq_reader_open(dir, &c->reader, &msg) != SQLITE_OK) {
-    char *full = sqlite3_mprintf("rocketmq_consumequeue: %s", msg);
-    sqlite3_free(msg);
-    return set_vtab_error(c->base.pVtab, full);
-  }
-  return (c->dir = sqlite3_mprintf("%s", dir)) ? SQLITE_OK : SQLITE_NOMEM;
-}
-
-/* See every message appended before this query (rmq_reader_wait_dispatched). */
-static int wait_dispatched(cq_cursor *c) {
-  char *msg = NULL;
-  if (rmq_reader_wait_dispatched(&c->reader, &msg) == SQLITE_OK) return SQLITE_OK;
-  char *full = sqlite3_mprintf("rocketmq_consumequeue: %s", msg);
-  sqlite3_free(msg);
-  return set_vtab_error(c->base.pVtab, full);
-}
-
-/* An integer bound from v: exact for integers, rounded outward for reals; false otherwise. */
-static bool bound(sqlite3_value *v, bool lower, int64_t *out) {
-  switch (sqlite3_value_numeric_type(v)) {
-    case SQLITE_INTEGER:
-      *out = sqlite3_value_int64(v);
-      return true;
-    case SQLITE_FLOAT: {
-      double d = lower ? floor(sqlite3_value_double(v)) : ceil(sqlite3_value_double(v));
-      if (d <= -9.2e18) d = -9.2e18;
-      if (d >= 9.2e18) d = 9.2e18;
-      *out = (int64_t)d;
-      return true;
-    }
-    default:
-      return false; /* no integer satisfies it; SQLite's own check drops every row */
-  }
 }
 
 /* The queue named by the topic and queue_id arguments, or an error. */
@@ -239,26 +118,21 @@ static int find_queue(cq_cursor *c, sqlite3_value *topic_v, sqlite3_value *qid_v
                       rmq_consume_queue **out) {
   sqlite3_vtab *vt = c->base.pVtab;
   const char *topic = (const char *)sqlite3_value_text(topic_v);
-  if (topic == NULL) {
-    return set_vtab_error(vt, sqlite3_mprintf("rocketmq_consumequeue: the topic is NULL"));
-  }
+  if (topic == NULL) return rmq_tvf_error(vt, "the topic is NULL");
   if (!rmq_topic_valid(topic, strlen(topic))) {
-    return set_vtab_error(vt, sqlite3_mprintf("rocketmq_consumequeue: invalid topic \"%s\": a "
-                                              "topic is 1 to %d characters of [A-Za-z0-9_%%|-]",
-                                              topic, RMQ_MAX_TOPIC_LEN));
+    return rmq_tvf_error(vt, "invalid topic \"%s\": a topic is 1 to %d characters of "
+                             "[A-Za-z0-9_%%|-]", topic, RMQ_MAX_TOPIC_LEN);
   }
   sqlite3_int64 qid = sqlite3_value_int64(qid_v);
   if (sqlite3_value_numeric_type(qid_v) != SQLITE_INTEGER || qid < 0 || qid > INT32_MAX) {
-    return set_vtab_error(vt, sqlite3_mprintf("rocketmq_consumequeue: queue_id must be an "
-                                              "integer from 0 to %d", INT32_MAX));
+    return rmq_tvf_error(vt, "queue_id must be an integer from 0 to %d", INT32_MAX);
   }
   sqlite3_free(c->topic);
   if ((c->topic = sqlite3_mprintf("%s", topic)) == NULL) return SQLITE_NOMEM;
   c->queue_id = (int32_t)qid;
-  *out = rmq_cq_table_find(rmq_store_consume_queues(c->reader.store), topic, c->queue_id);
+  *out = rmq_cq_table_find(rmq_store_consume_queues(c->src.reader.store), topic, c->queue_id);
   if (*out == NULL) {
-    return set_vtab_error(vt, sqlite3_mprintf("rocketmq_consumequeue: no consume queue %s/%d "
-                                              "in %s", topic, (int)c->queue_id, c->dir));
+    return rmq_tvf_error(vt, "no consume queue %s/%d in %s", topic, (int)c->queue_id, c->src.dir);
   }
   return SQLITE_OK;
 }
@@ -276,22 +150,15 @@ static int cq_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   cq_cursor *c = (cq_cursor *)cur;
   stop_iter(c);
   c->eof = true;
-  if ((idx & CQ_ARGS) != CQ_ARGS) {
-    const char *missing = !(idx & CQ_DIR) ? "dir" : !(idx & CQ_TOPIC) ? "topic" : "queue_id";
-    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_consumequeue: missing argument "
-                                                      "%s; " CQ_USAGE, missing));
-  }
   rmq_consume_queue *cq;
-  int rc = open_dir(c, argv[0]);
-  if (rc == SQLITE_OK) rc = wait_dispatched(c);
+  int rc = rmq_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc == SQLITE_OK) rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
   if (rc == SQLITE_OK) rc = find_queue(c, argv[1], argv[2], &cq);
   if (rc != SQLITE_OK) return rc;
-  int a = 3;
-  int64_t lo = 0, v;
+  int64_t lo = 0;
   c->hi = INT64_MAX;
-  if ((idx & CQ_EQ) && bound(argv[a++], true, &v)) lo = c->hi = v;
-  if ((idx & (CQ_GE | CQ_GT)) && bound(argv[a++], true, &v)) lo = v;
-  if ((idx & (CQ_LE | CQ_LT)) && bound(argv[a++], false, &v)) c->hi = v;
+  rmq_tvf_range(cur->pVtab, idx, argv, &lo, &c->hi);
   rmq_cq_iter_start(&c->it, cq, lo);
   c->iterating = true;
   next_entry(c);
@@ -317,7 +184,7 @@ static int cq_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_COMMITLOG_OFFSET: sqlite3_result_int64(ctx, c->entry.phy_offset); break;
     case COL_SIZE: sqlite3_result_int(ctx, c->entry.size); break;
     case COL_TAGS_CODE: sqlite3_result_int64(ctx, c->entry.tags_code); break;
-    case COL_DIR: sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT); break;
+    case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
     case COL_TOPIC: sqlite3_result_text(ctx, c->topic, -1, SQLITE_TRANSIENT); break;
     case COL_QID: sqlite3_result_int(ctx, c->queue_id); break;
   }
@@ -326,9 +193,9 @@ static int cq_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module cq_module = {
     .iVersion = 0,
-    .xConnect = cq_connect,
+    .xConnect = rmq_tvf_connect,
     .xBestIndex = cq_best_index,
-    .xDisconnect = cq_disconnect,
+    .xDisconnect = rmq_tvf_disconnect,
     .xOpen = cq_open,
     .xClose = cq_close,
     .xFilter = cq_filter,
@@ -338,6 +205,20 @@ static sqlite3_module cq_module = {
     .xRowid = cq_rowid,
 };
 
+static const char *const cq_args[] = {"dir", "topic", "queue_id"};
+
+static const rmq_tvf cq_tvf = {
+    .name = "rocketmq_consumequeue",
+    .schema = CQ_SCHEMA,
+    .arg_col = COL_DIR,
+    .n_args = 3,
+    .n_required = 3,
+    .arg_names = cq_args,
+    .usage = "rocketmq_consumequeue('path/to/store', 'TopicA', 0)",
+    .no_args_plan = "no arguments",
+    .range_col = COL_CQ_OFFSET,
+};
+
 int rmq_register_consumequeue_table(sqlite3 *db) {
-  return sqlite3_create_module(db, "rocketmq_consumequeue", &cq_module, 0);
+  return rmq_tvf_register(db, &cq_module, &cq_tvf);
 }

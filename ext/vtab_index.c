@@ -66,8 +66,7 @@ enum { COL_FILE, COL_ENTRY, COL_KEY_HASH, COL_COMMITLOG_OFFSET, COL_TIME_DIFF, C
 
 typedef struct ix_cursor {
   sqlite3_vtab_cursor base;
-  rmq_reader reader;
-  char *dir;             /* the directory reader has open, or NULL */
+  rmq_tvf_dir src;       /* the store read */
   rmq_index_service *index;
   char *key;             /* the key argument, or NULL for every item */
   int32_t hash;          /* its hash */
@@ -77,59 +76,17 @@ typedef struct ix_cursor {
   sqlite3_int64 rowid;
 } ix_cursor;
 
-static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = msg;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
-}
-
 /* ------------------------------------------------------------ the table */
 
-static int ix_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **errmsg) {
-  (void)aux;
-  (void)argc;
-  (void)argv;
-  (void)errmsg;
-  int rc = sqlite3_declare_vtab(db, IX_SCHEMA);
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
-  if (vt == NULL) return SQLITE_NOMEM;
-  memset(vt, 0, sizeof *vt);
-  *out = vt;
-  return SQLITE_OK;
-}
-
-static int ix_disconnect(sqlite3_vtab *vt) {
-  sqlite3_free(vt);
-  return SQLITE_OK;
-}
-
 static int ix_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
-  int slot[2] = {-1, -1};
-  int constrained = 0;
-  for (int i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    if (c->iColumn < COL_DIR || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    int b = c->iColumn - COL_DIR;
-    constrained |= 1 << b;
-    if (c->usable && slot[b] < 0) slot[b] = i;
-  }
-  int idx = (slot[0] >= 0 ? IX_DIR : 0) | (slot[1] >= 0 ? IX_KEY : 0);
-  /* dir is an input (see vtab_commitlog.c); key only narrows the walk. */
-  if ((constrained & IX_DIR) && !(idx & IX_DIR)) return SQLITE_CONSTRAINT;
-  int argc = 0;
-  for (int b = 0; b < 2; b++) {
-    if (slot[b] < 0) continue;
-    info->aConstraintUsage[slot[b]].argvIndex = ++argc;
-    info->aConstraintUsage[slot[b]].omit = 1;
-  }
-  info->idxNum = idx;
-  info->idxStr = !(idx & IX_DIR) ? "no dir" : idx & IX_KEY ? "key chain" : "all items";
-  info->estimatedCost = !(idx & IX_DIR) ? 1e300 : idx & IX_KEY ? 100 : 1000000;
+  bool ready;
+  int rc = rmq_tvf_best_index(vt, info, &ready);
+  if (rc != SQLITE_OK) return rc;
+  int idx = info->idxNum;
   info->estimatedRows = idx & IX_KEY ? 4 : 100000;
+  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  info->idxStr = idx & IX_KEY ? "key chain" : "all items";
+  info->estimatedCost = idx & IX_KEY ? 100 : 1000000;
   return SQLITE_OK;
 }
 
@@ -175,54 +132,16 @@ static void seek(ix_cursor *c, int32_t k) {
 
 static int ix_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  ix_cursor *c = sqlite3_malloc(sizeof *c);
-  if (c == NULL) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *out = &c->base;
-  return SQLITE_OK;
-}
-
-static void close_reader(ix_cursor *c) {
-  rmq_index_view_release(&c->view);
-  rmq_reader_close(&c->reader);
-  sqlite3_free(c->dir);
-  c->dir = NULL;
+  return rmq_tvf_cursor_new(sizeof(ix_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static int ix_close(sqlite3_vtab_cursor *cur) {
   ix_cursor *c = (ix_cursor *)cur;
-  close_reader(c);
+  rmq_index_view_release(&c->view);
+  rmq_tvf_dir_close(&c->src);
   sqlite3_free(c->key);
   sqlite3_free(c);
   return SQLITE_OK;
-}
-
-/* Open dir for this cursor, keeping the store of an earlier xFilter on the same dir. */
-static int open_dir(ix_cursor *c, sqlite3_value *v) {
-  const char *dir = (const char *)sqlite3_value_text(v);
-  if (dir == NULL) {
-    return set_vtab_error(c->base.pVtab,
-                          sqlite3_mprintf("rocketmq_index: the store directory is NULL"));
-  }
-  if (c->dir && strcmp(c->dir, dir) == 0) return SQLITE_OK;
-  close_reader(c);
-  char *msg = NULL;
-  if (rmq_reader_open(dir, &c->reader, &msg) != SQLITE_OK) {
-    char *full = sqlite3_mprintf("rocketmq_index: %s", msg);
-    sqlite3_free(msg);
-    return set_vtab_error(c->base.pVtab, full);
-  }
-  c->index = rmq_store_index(c->reader.store);
-  return (c->dir = sqlite3_mprintf("%s", dir)) ? SQLITE_OK : SQLITE_NOMEM;
-}
-
-/* See every message appended before this query (rmq_reader_wait_dispatched). */
-static int wait_dispatched(ix_cursor *c) {
-  char *msg = NULL;
-  if (rmq_reader_wait_dispatched(&c->reader, &msg) == SQLITE_OK) return SQLITE_OK;
-  char *full = sqlite3_mprintf("rocketmq_index: %s", msg);
-  sqlite3_free(msg);
-  return set_vtab_error(c->base.pVtab, full);
 }
 
 /* Take the key argument; *none when it is NULL (no item has that key). */
@@ -232,8 +151,7 @@ static int set_key(ix_cursor *c, sqlite3_value *v, bool *none) {
   if (key == NULL) return SQLITE_OK;
   const char *hash_sign = strchr(key, '#');
   if (hash_sign == NULL) {
-    return set_vtab_error(c->base.pVtab, sqlite3_mprintf("rocketmq_index: key \"%s\" is not "
-                                                         "an index key 'topic#key'", key));
+    return rmq_tvf_error(c->base.pVtab, "key \"%s\" is not an index key 'topic#key'", key);
   }
   size_t topic_len = (size_t)(hash_sign - key);
   c->hash = rmq_index_key_hash(key, topic_len, hash_sign + 1, strlen(hash_sign + 1));
@@ -249,15 +167,13 @@ static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   sqlite3_free(c->key);
   c->key = NULL;
   c->rowid = 0;
-  if (!(idx & IX_DIR)) {
-    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_index: missing argument dir; "
-                                                      "use rocketmq_index('path/to/store')"));
-  }
   bool none = false;
-  int rc = open_dir(c, argv[0]);
-  if (rc == SQLITE_OK) rc = wait_dispatched(c);
+  int rc = rmq_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc == SQLITE_OK) rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
   if (rc == SQLITE_OK && (idx & IX_KEY)) rc = set_key(c, argv[1], &none);
   if (rc != SQLITE_OK || none) return rc;
+  c->index = rmq_store_index(c->src.reader.store);
   if (rmq_index_service_view(c->index, NULL, &c->view)) seek(c, first_entry(c));
   return SQLITE_OK;
 }
@@ -285,7 +201,7 @@ static int ix_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_COMMITLOG_OFFSET: sqlite3_result_int64(ctx, c->item.phy_offset); break;
     case COL_TIME_DIFF: sqlite3_result_int(ctx, c->item.time_diff); break;
     case COL_PREV: sqlite3_result_int(ctx, c->item.prev_index); break;
-    case COL_DIR: sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT); break;
+    case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
     case COL_KEY:
       if (c->key) sqlite3_result_text(ctx, c->key, -1, SQLITE_TRANSIENT);
       break;
@@ -295,9 +211,9 @@ static int ix_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module ix_module = {
     .iVersion = 0,
-    .xConnect = ix_connect,
+    .xConnect = rmq_tvf_connect,
     .xBestIndex = ix_best_index,
-    .xDisconnect = ix_disconnect,
+    .xDisconnect = rmq_tvf_disconnect,
     .xOpen = ix_open,
     .xClose = ix_close,
     .xFilter = ix_filter,
@@ -307,6 +223,21 @@ static sqlite3_module ix_module = {
     .xRowid = ix_rowid,
 };
 
+static const char *const ix_args[] = {"dir", "key"};
+
+/* key is optional: it only narrows the walk. */
+static const rmq_tvf ix_tvf = {
+    .name = "rocketmq_index",
+    .schema = IX_SCHEMA,
+    .arg_col = COL_DIR,
+    .n_args = 2,
+    .n_required = 1,
+    .arg_names = ix_args,
+    .usage = "rocketmq_index('path/to/store')",
+    .no_args_plan = "no dir",
+    .range_col = -1,
+};
+
 int rmq_register_index_table(sqlite3 *db) {
-  return sqlite3_create_module(db, "rocketmq_index", &ix_module, 0);
+  return rmq_tvf_register(db, &ix_module, &ix_tvf);
 }

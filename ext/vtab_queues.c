@@ -50,60 +50,21 @@ typedef struct qs_row {
 
 typedef struct qs_cursor {
   sqlite3_vtab_cursor base;
-  char *dir;
+  rmq_tvf_dir src;  /* dir, its store open only during xFilter */
   qs_row *rows;
   int n, i;
 } qs_cursor;
 
-static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = msg;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
-}
-
 /* ------------------------------------------------------------ the table */
 
-static int qs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **errmsg) {
-  (void)aux;
-  (void)argc;
-  (void)argv;
-  (void)errmsg;
-  int rc = sqlite3_declare_vtab(db, QS_SCHEMA);
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
-  if (vt == NULL) return SQLITE_NOMEM;
-  memset(vt, 0, sizeof *vt);
-  *out = vt;
-  return SQLITE_OK;
-}
-
-static int qs_disconnect(sqlite3_vtab *vt) {
-  sqlite3_free(vt);
-  return SQLITE_OK;
-}
-
 static int qs_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
-  int slot = -1;
-  bool constrained = false;
-  for (int i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    if (c->iColumn != COL_DIR || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    constrained = true;
-    if (c->usable && slot < 0) slot = i;
-  }
-  /* dir is an input (see vtab_commitlog.c). */
-  if (constrained && slot < 0) return SQLITE_CONSTRAINT;
-  if (slot >= 0) {
-    info->aConstraintUsage[slot].argvIndex = 1;
-    info->aConstraintUsage[slot].omit = 1;
-  }
-  info->idxNum = slot >= 0;
-  info->idxStr = slot >= 0 ? "queues" : "no dir";
-  info->estimatedCost = slot >= 0 ? 1000 : 1e300;
+  bool ready;
+  int rc = rmq_tvf_best_index(vt, info, &ready);
+  if (rc != SQLITE_OK) return rc;
   info->estimatedRows = 100;
+  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  info->idxStr = "queues";
+  info->estimatedCost = 1000;
   return SQLITE_OK;
 }
 
@@ -111,19 +72,14 @@ static int qs_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 
 static int qs_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  qs_cursor *c = sqlite3_malloc(sizeof *c);
-  if (c == NULL) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *out = &c->base;
-  return SQLITE_OK;
+  return rmq_tvf_cursor_new(sizeof(qs_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static void clear_rows(qs_cursor *c) {
   for (int i = 0; i < c->n; i++) sqlite3_free(c->rows[i].topic);
   sqlite3_free(c->rows);
-  sqlite3_free(c->dir);
+  rmq_tvf_dir_close(&c->src);
   c->rows = NULL;
-  c->dir = NULL;
   c->n = c->i = 0;
 }
 
@@ -171,31 +127,13 @@ static int qs_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   qs_cursor *c = (qs_cursor *)cur;
   clear_rows(c);
-  if (!idx) {
-    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_queues: missing argument dir; "
-                                                      "use rocketmq_queues('path/to/store')"));
-  }
-  const char *dir = (const char *)sqlite3_value_text(argv[0]);
-  if (dir == NULL) {
-    return set_vtab_error(cur->pVtab,
-                          sqlite3_mprintf("rocketmq_queues: the store directory is NULL"));
-  }
-  if ((c->dir = sqlite3_mprintf("%s", dir)) == NULL) return SQLITE_NOMEM;
-  rmq_reader reader;
-  char *msg = NULL;
-  if (rmq_reader_open(dir, &reader, &msg) != SQLITE_OK) {
-    char *full = sqlite3_mprintf("rocketmq_queues: %s", msg);
-    sqlite3_free(msg);
-    return set_vtab_error(cur->pVtab, full);
-  }
-  int rc = rmq_reader_wait_dispatched(&reader, &msg);
-  if (rc == SQLITE_OK) {
-    rc = snapshot(c, reader.store);
-  } else {
-    set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_queues: %s", msg));
-    sqlite3_free(msg);
-  }
-  rmq_reader_close(&reader);
+  int rc = rmq_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc != SQLITE_OK) return rc;
+  rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
+  if (rc == SQLITE_OK) rc = snapshot(c, c->src.reader.store);
+  /* The rows are a snapshot: the store need not stay open. */
+  rmq_reader_close(&c->src.reader);
   return rc;
 }
 
@@ -223,16 +161,16 @@ static int qs_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_MIN: sqlite3_result_int64(ctx, r->min); break;
     case COL_MAX: sqlite3_result_int64(ctx, r->max); break;
     case COL_COUNT: sqlite3_result_int64(ctx, r->max - r->min); break;
-    case COL_DIR: sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT); break;
+    case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
   }
   return SQLITE_OK;
 }
 
 static sqlite3_module qs_module = {
     .iVersion = 0,
-    .xConnect = qs_connect,
+    .xConnect = rmq_tvf_connect,
     .xBestIndex = qs_best_index,
-    .xDisconnect = qs_disconnect,
+    .xDisconnect = rmq_tvf_disconnect,
     .xOpen = qs_open,
     .xClose = qs_close,
     .xFilter = qs_filter,
@@ -242,6 +180,20 @@ static sqlite3_module qs_module = {
     .xRowid = qs_rowid,
 };
 
+static const char *const qs_args[] = {"dir"};
+
+static const rmq_tvf qs_tvf = {
+    .name = "rocketmq_queues",
+    .schema = QS_SCHEMA,
+    .arg_col = COL_DIR,
+    .n_args = 1,
+    .n_required = 1,
+    .arg_names = qs_args,
+    .usage = "rocketmq_queues('path/to/store')",
+    .no_args_plan = "no dir",
+    .range_col = -1,
+};
+
 int rmq_register_queues_table(sqlite3 *db) {
-  return sqlite3_create_module(db, "rocketmq_queues", &qs_module, 0);
+  return rmq_tvf_register(db, &qs_module, &qs_tvf);
 }

@@ -81,60 +81,21 @@ typedef struct st_row {
 
 typedef struct st_cursor {
   sqlite3_vtab_cursor base;
-  char *dir;
+  rmq_tvf_dir src;  /* dir, its store open only during xFilter */
   st_row rows[MAX_ROWS];
   int n, i;
 } st_cursor;
 
-static int set_vtab_error(sqlite3_vtab *vt, char *msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = msg;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
-}
-
 /* ------------------------------------------------------------ the table */
 
-static int st_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **errmsg) {
-  (void)aux;
-  (void)argc;
-  (void)argv;
-  (void)errmsg;
-  int rc = sqlite3_declare_vtab(db, ST_SCHEMA);
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
-  if (vt == NULL) return SQLITE_NOMEM;
-  memset(vt, 0, sizeof *vt);
-  *out = vt;
-  return SQLITE_OK;
-}
-
-static int st_disconnect(sqlite3_vtab *vt) {
-  sqlite3_free(vt);
-  return SQLITE_OK;
-}
-
 static int st_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
-  int slot = -1;
-  bool constrained = false;
-  for (int i = 0; i < info->nConstraint; i++) {
-    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    if (c->iColumn != COL_DIR || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    constrained = true;
-    if (c->usable && slot < 0) slot = i;
-  }
-  /* dir is an input (see vtab_commitlog.c). */
-  if (constrained && slot < 0) return SQLITE_CONSTRAINT;
-  if (slot >= 0) {
-    info->aConstraintUsage[slot].argvIndex = 1;
-    info->aConstraintUsage[slot].omit = 1;
-  }
-  info->idxNum = slot >= 0;
-  info->idxStr = slot >= 0 ? "stats" : "no dir";
-  info->estimatedCost = slot >= 0 ? 1000 : 1e300;
+  bool ready;
+  int rc = rmq_tvf_best_index(vt, info, &ready);
+  if (rc != SQLITE_OK) return rc;
   info->estimatedRows = MAX_ROWS;
+  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  info->idxStr = "stats";
+  info->estimatedCost = 1000;
   return SQLITE_OK;
 }
 
@@ -238,17 +199,12 @@ static int compute_rows(st_cursor *c, rmq_reader *r) {
 
 static int st_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  st_cursor *c = sqlite3_malloc(sizeof *c);
-  if (c == NULL) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  *out = &c->base;
-  return SQLITE_OK;
+  return rmq_tvf_cursor_new(sizeof(st_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static void clear_rows(st_cursor *c) {
   for (int i = 0; i < c->n; i++) sqlite3_free(c->rows[i].text);
-  sqlite3_free(c->dir);
-  c->dir = NULL;
+  rmq_tvf_dir_close(&c->src);
   c->n = c->i = 0;
 }
 
@@ -265,25 +221,12 @@ static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   st_cursor *c = (st_cursor *)cur;
   clear_rows(c);
-  if (!idx) {
-    return set_vtab_error(cur->pVtab, sqlite3_mprintf("rocketmq_stats: missing argument dir; "
-                                                      "use rocketmq_stats('path/to/store')"));
-  }
-  const char *dir = (const char *)sqlite3_value_text(argv[0]);
-  if (dir == NULL) {
-    return set_vtab_error(cur->pVtab,
-                          sqlite3_mprintf("rocketmq_stats: the store directory is NULL"));
-  }
-  if ((c->dir = sqlite3_mprintf("%s", dir)) == NULL) return SQLITE_NOMEM;
-  rmq_reader reader;
-  char *msg = NULL;
-  if (rmq_reader_open(dir, &reader, &msg) != SQLITE_OK) {
-    char *full = sqlite3_mprintf("rocketmq_stats: %s", msg);
-    sqlite3_free(msg);
-    return set_vtab_error(cur->pVtab, full);
-  }
-  int rc = compute_rows(c, &reader);
-  rmq_reader_close(&reader);
+  int rc = rmq_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc != SQLITE_OK) return rc;
+  rc = compute_rows(c, &c->src.reader);
+  /* The rows are computed once: the store need not stay open. */
+  rmq_reader_close(&c->src.reader);
   return rc;
 }
 
@@ -308,7 +251,7 @@ static int st_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   if (col == COL_NAME) {
     sqlite3_result_text(ctx, r->name, -1, SQLITE_STATIC);
   } else if (col == COL_DIR) {
-    sqlite3_result_text(ctx, c->dir, -1, SQLITE_TRANSIENT);
+    sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT);
   } else if (r->type == SQLITE_INTEGER) {
     sqlite3_result_int64(ctx, r->i);
   } else if (r->type == SQLITE_FLOAT) {
@@ -321,9 +264,9 @@ static int st_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module st_module = {
     .iVersion = 0,
-    .xConnect = st_connect,
+    .xConnect = rmq_tvf_connect,
     .xBestIndex = st_best_index,
-    .xDisconnect = st_disconnect,
+    .xDisconnect = rmq_tvf_disconnect,
     .xOpen = st_open,
     .xClose = st_close,
     .xFilter = st_filter,
@@ -333,6 +276,20 @@ static sqlite3_module st_module = {
     .xRowid = st_rowid,
 };
 
+static const char *const st_args[] = {"dir"};
+
+static const rmq_tvf st_tvf = {
+    .name = "rocketmq_stats",
+    .schema = ST_SCHEMA,
+    .arg_col = COL_DIR,
+    .n_args = 1,
+    .n_required = 1,
+    .arg_names = st_args,
+    .usage = "rocketmq_stats('path/to/store')",
+    .no_args_plan = "no dir",
+    .range_col = -1,
+};
+
 int rmq_register_stats_table(sqlite3 *db) {
-  return sqlite3_create_module(db, "rocketmq_stats", &st_module, 0);
+  return rmq_tvf_register(db, &st_module, &st_tvf);
 }

@@ -1,0 +1,249 @@
+/*
+** tvf.c: what the read-only, table-valued companion tables have in common
+** (rocketmq_commitlog, rocketmq_consumequeue, rocketmq_index,
+** rocketmq_queues and rocketmq_stats; see rmq_ext.h for the interface).
+**
+** Each of those tables is an eponymous virtual table whose arguments are
+** its last, HIDDEN columns, and which reads a store given by directory. So
+** that each file only has to say what is its own (its columns, its plans,
+** its walk), this file holds, once:
+**
+**    xConnect/xDisconnect   declare the schema of the table's rmq_tvf and
+**                           make the table SQLITE_VTAB_DIRECTONLY (a view or
+**                           trigger must not reach files with it)
+**    rmq_tvf_error          an error on the table, named after it
+**    rmq_tvf_cursor_new     a zeroed cursor for xOpen
+**    rmq_tvf_best_index     the argument columns (and an optional INTEGER
+**                           range) of xBestIndex, passed to xFilter in a
+**                           fixed argv order
+**    rmq_tvf_check_args     the "missing argument" error of xFilter
+**    rmq_tvf_range          the bounds of that range, in xFilter
+**    rmq_tvf_dir_*          the store a cursor reads, kept from one xFilter
+**                           to the next on the same directory
+*/
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "rmq_ext.h"
+
+/* The range operators, in the order of their idxNum bits after the arguments. */
+enum { RANGE_EQ, RANGE_GE, RANGE_GT, RANGE_LE, RANGE_LT, RANGE_NBITS };
+
+/* The vtab of every companion table: it remembers the table's description. */
+typedef struct tvf_vtab {
+  sqlite3_vtab base;
+  const rmq_tvf *tvf;
+} tvf_vtab;
+
+static const rmq_tvf *tvf_of(sqlite3_vtab *vt) { return ((tvf_vtab *)vt)->tvf; }
+
+/* ------------------------------------------------------------ the table */
+
+int rmq_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmq_tvf *t) {
+  /* The description reaches xConnect as the module's client data. */
+  return sqlite3_create_module(db, t->name, m, (void *)t);
+}
+
+int rmq_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                    sqlite3_vtab **out, char **errmsg) {
+  (void)argc;
+  (void)argv;
+  (void)errmsg;
+  const rmq_tvf *t = aux;
+  int rc = sqlite3_declare_vtab(db, t->schema);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  tvf_vtab *vt = sqlite3_malloc(sizeof *vt);
+  if (vt == NULL) return SQLITE_NOMEM;
+  memset(vt, 0, sizeof *vt);
+  vt->tvf = t;
+  *out = &vt->base;
+  return SQLITE_OK;
+}
+
+int rmq_tvf_disconnect(sqlite3_vtab *vt) {
+  sqlite3_free(vt);
+  return SQLITE_OK;
+}
+
+int rmq_tvf_error(sqlite3_vtab *vt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  sqlite3_free(vt->zErrMsg);
+  vt->zErrMsg = msg ? sqlite3_mprintf("%s: %s", tvf_of(vt)->name, msg) : NULL;
+  sqlite3_free(msg);
+  return vt->zErrMsg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
+void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
+  sqlite3_vtab_cursor *c = sqlite3_malloc64(size);
+  if (c == NULL) return NULL;
+  memset(c, 0, size);
+  *out = c;
+  return c;
+}
+
+/* ------------------------------------------------------------ plans */
+
+/* Bits of the arguments that must be given. */
+static int required_bits(const rmq_tvf *t) { return (1 << t->n_required) - 1; }
+
+/* The range bit of a constraint's operator, or -1 for one the range does not use. */
+static int range_bit(unsigned char op) {
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_EQ: return RANGE_EQ;
+    case SQLITE_INDEX_CONSTRAINT_GE: return RANGE_GE;
+    case SQLITE_INDEX_CONSTRAINT_GT: return RANGE_GT;
+    case SQLITE_INDEX_CONSTRAINT_LE: return RANGE_LE;
+    case SQLITE_INDEX_CONSTRAINT_LT: return RANGE_LT;
+    default: return -1;
+  }
+}
+
+/* Keep one lower and one upper bound: = beats >= beats >, and <= beats <. */
+static void prune_range(int *range) {
+  if (range[RANGE_EQ] >= 0) {
+    range[RANGE_GE] = range[RANGE_GT] = range[RANGE_LE] = range[RANGE_LT] = -1;
+  }
+  if (range[RANGE_GE] >= 0) range[RANGE_GT] = -1;
+  if (range[RANGE_LE] >= 0) range[RANGE_LT] = -1;
+}
+
+/*
+** Fill slot[] (one per idxNum bit, -1 for none) with the first usable
+** constraint of each argument and range operator; return the bits of the
+** arguments that have an = constraint, usable or not.
+*/
+static int pick_slots(const rmq_tvf *t, const sqlite3_index_info *info, int *slot) {
+  int constrained = 0;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    int b = -1;
+    if (c->iColumn >= t->arg_col && c->iColumn < t->arg_col + t->n_args &&
+        c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
+      constrained |= 1 << (c->iColumn - t->arg_col);
+      if (c->usable) b = c->iColumn - t->arg_col;
+    } else if (t->range_col >= 0 && c->iColumn == t->range_col && c->usable) {
+      b = range_bit(c->op);
+      if (b >= 0) b += t->n_args;
+    }
+    if (b >= 0 && slot[b] < 0) slot[b] = i;
+  }
+  return constrained;
+}
+
+/* Pass the picked constraints to xFilter in idxNum bit order; return idxNum. */
+static int use_slots(const rmq_tvf *t, sqlite3_index_info *info, const int *slot, int nbits) {
+  int idx = 0, argc = 0;
+  for (int b = 0; b < nbits; b++) {
+    if (slot[b] < 0) continue;
+    idx |= 1 << b;
+    info->aConstraintUsage[slot[b]].argvIndex = ++argc;
+    /* SQLite still checks the bounds: rmq_tvf_range rounds a REAL one outward. */
+    info->aConstraintUsage[slot[b]].omit = b < t->n_args;
+  }
+  return idx;
+}
+
+int rmq_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready) {
+  const rmq_tvf *t = tvf_of(vt);
+  int slot[RMQ_TVF_MAX_ARGS + RANGE_NBITS];
+  for (int b = 0; b < RMQ_TVF_MAX_ARGS + RANGE_NBITS; b++) slot[b] = -1;
+  int constrained = pick_slots(t, info, slot);
+  int have = 0;
+  for (int b = 0; b < t->n_args; b++) have |= slot[b] >= 0 ? 1 << b : 0;
+  /*
+  ** The arguments are inputs: a plan without a required one is unusable
+  ** when it is constrained (another join order supplies it), and otherwise
+  ** fails in xFilter, priced out so that SQLite can still prefer a plan
+  ** that has it (an OR of two dirs).
+  */
+  if (constrained & ~have & required_bits(t)) return SQLITE_CONSTRAINT;
+  if (t->range_col >= 0) prune_range(slot + t->n_args);
+  int idx = use_slots(t, info, slot, t->n_args + (t->range_col >= 0 ? RANGE_NBITS : 0));
+  info->idxNum = idx;
+  *ready = (idx & required_bits(t)) == required_bits(t);
+  if (!*ready) {
+    info->idxStr = (char *)t->no_args_plan;
+    info->estimatedCost = 1e300;
+  }
+  /* The walk is in the order of the range column. */
+  if (t->range_col >= 0 && info->nOrderBy == 1 && info->aOrderBy[0].iColumn == t->range_col &&
+      !info->aOrderBy[0].desc) {
+    info->orderByConsumed = 1;
+  }
+  return SQLITE_OK;
+}
+
+int rmq_tvf_check_args(sqlite3_vtab *vt, int idx) {
+  const rmq_tvf *t = tvf_of(vt);
+  for (int b = 0; b < t->n_required; b++) {
+    if (!(idx & (1 << b))) {
+      return rmq_tvf_error(vt, "missing argument %s; use %s", t->arg_names[b], t->usage);
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* An integer bound from v: exact for integers, rounded outward for reals; false otherwise. */
+static bool bound(sqlite3_value *v, bool lower, int64_t *out) {
+  switch (sqlite3_value_numeric_type(v)) {
+    case SQLITE_INTEGER:
+      *out = sqlite3_value_int64(v);
+      return true;
+    case SQLITE_FLOAT: {
+      double d = lower ? floor(sqlite3_value_double(v)) : ceil(sqlite3_value_double(v));
+      if (d <= -9.2e18) d = -9.2e18;
+      if (d >= 9.2e18) d = 9.2e18;
+      *out = (int64_t)d;
+      return true;
+    }
+    default:
+      return false; /* no integer satisfies it; SQLite's own check drops every row */
+  }
+}
+
+void rmq_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi) {
+  int n_args = tvf_of(vt)->n_args;
+  int a = 0;
+  for (int b = 0; b < n_args; b++) a += (idx >> b) & 1;
+  int64_t v;
+  int range = idx >> n_args;
+  if ((range & (1 << RANGE_EQ)) && bound(argv[a++], true, &v)) *lo = *hi = v;
+  if ((range & ((1 << RANGE_GE) | (1 << RANGE_GT))) && bound(argv[a++], true, &v)) *lo = v;
+  if ((range & ((1 << RANGE_LE) | (1 << RANGE_LT))) && bound(argv[a++], false, &v)) *hi = v;
+}
+
+/* ------------------------------------------------------------ the store read */
+
+int rmq_tvf_dir_open(rmq_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v) {
+  const char *dir = (const char *)sqlite3_value_text(v);
+  if (dir == NULL) return rmq_tvf_error(vt, "the store directory is NULL");
+  /* Opening a store read-only reads its files: do it once per cursor and directory. */
+  if (d->reader.store && d->dir && strcmp(d->dir, dir) == 0) return SQLITE_OK;
+  rmq_tvf_dir_close(d);
+  char *msg = NULL;
+  if (rmq_reader_open(dir, &d->reader, &msg) != SQLITE_OK) {
+    int rc = rmq_tvf_error(vt, "%s", msg);
+    sqlite3_free(msg);
+    return rc;
+  }
+  return (d->dir = sqlite3_mprintf("%s", dir)) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+int rmq_tvf_dir_wait_dispatched(rmq_tvf_dir *d, sqlite3_vtab *vt) {
+  char *msg = NULL;
+  if (rmq_reader_wait_dispatched(&d->reader, &msg) == SQLITE_OK) return SQLITE_OK;
+  int rc = rmq_tvf_error(vt, "%s", msg);
+  sqlite3_free(msg);
+  return rc;
+}
+
+void rmq_tvf_dir_close(rmq_tvf_dir *d) {
+  rmq_reader_close(&d->reader);
+  sqlite3_free(d->dir);
+  d->dir = NULL;
+}
