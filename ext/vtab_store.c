@@ -90,11 +90,20 @@ enum {
 
 /* ------------------------------------------------------------ the table */
 
-/* A row inserted inside a transaction, kept until COMMIT. */
-typedef struct pending_row {
-  rmq_message m;
-  char *buf; /* topic, body and properties that m points into */
-} pending_row;
+/*
+** Rows inserted inside a transaction wait for COMMIT in `pending`, a plain
+** array of messages ready for rmq_store_put; their topic, body and
+** properties live in an arena of large blocks that is emptied at COMMIT or
+** ROLLBACK (a ROLLBACK TO only forgets rows: their bytes wait for the end).
+** No allocation per row: the INSERT path is hot.
+*/
+#define ARENA_BLOCK (1 << 20)
+
+typedef struct arena_block {
+  struct arena_block *next;
+  size_t used, cap;
+  char data[];
+} arena_block;
 
 typedef struct store_vtab {
   sqlite3_vtab base;
@@ -107,10 +116,11 @@ typedef struct store_vtab {
   int delay_levels;
   bool readonly;          /* readonly=1, even when the engine it shares is writable */
   uint32_t next_queue;    /* round robin over default_queues */
-  pending_row *pending;   /* rows of the open transaction */
+  rmq_message *pending;   /* rows of the open transaction */
   int npending, cap;
+  arena_block *arena;     /* their bytes; the newest block first */
   int *savepoints;        /* npending at each open savepoint level */
-  int nsavepoints;
+  int nsavepoints, savepoint_cap;
 } store_vtab;
 
 static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
@@ -179,13 +189,38 @@ static int store_ready(store_vtab *vt) {
   return set_vtab_error(&vt->base, "%s", err.msg);
 }
 
+/* n bytes from the arena; a row larger than a block gets a block of its own. */
+static char *arena_alloc(store_vtab *vt, size_t n) {
+  arena_block *b = vt->arena;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+    if ((b = malloc(sizeof *b + cap)) == NULL) return NULL;
+    b->used = 0;
+    b->cap = cap;
+    b->next = vt->arena;
+    vt->arena = b;
+  }
+  char *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+/* Forget rows past keep; with keep 0 the arena is emptied too (one block stays for reuse). */
 static void pending_clear(store_vtab *vt, int keep) {
-  while (vt->npending > keep) sqlite3_free(vt->pending[--vt->npending].buf);
+  if (vt->npending > keep) vt->npending = keep;
+  if (keep > 0 || !vt->arena) return;
+  while (vt->arena->next) {
+    arena_block *b = vt->arena;
+    vt->arena = b->next;
+    free(b);
+  }
+  vt->arena->used = 0;
 }
 
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   pending_clear(vt, 0);
+  free(vt->arena);
   sqlite3_free(vt->pending);
   sqlite3_free(vt->savepoints);
   rmq_uniq_key_gen_free(vt->uniq);
@@ -1088,8 +1123,11 @@ static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *
   return SQLITE_OK;
 }
 
-/* Check one inserted row and copy it into *row (topic, body and properties in one buffer). */
-static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, pending_row *row,
+/*
+** Check one inserted row and copy it into *out: its topic, body and
+** properties go to the arena (reset by the caller after an autocommit put).
+*/
+static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, rmq_message *out,
                      char **errmsg) {
   char props[RMQ_MAX_PROPERTIES_LEN + 1];
   row_builder b = {vt, props, 0, errmsg};
@@ -1105,7 +1143,7 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   if (rc != SQLITE_OK) return rc;
   const char *topic = value_text(cols[COL_TOPIC]);
   size_t tlen = strlen(topic);
-  char *buf = sqlite3_malloc64(tlen + (size_t)body_len + b.props_len + 1);
+  char *buf = arena_alloc(vt, tlen + (size_t)body_len + b.props_len);
   if (!buf) return SQLITE_NOMEM;
   memcpy(buf, topic, tlen);
   if (body_len) memcpy(buf + tlen, body, (size_t)body_len);
@@ -1116,32 +1154,27 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   m.body_len = body_len;
   m.properties = buf + tlen + body_len;
   m.properties_len = (int32_t)b.props_len;
-  row->m = m;
-  row->buf = buf;
+  *out = m;
   return SQLITE_OK;
 }
 
-static int append_rows(store_vtab *vt, pending_row *rows, int n, rmq_put_result *results) {
-  rmq_message *msgs = sqlite3_malloc64(sizeof *msgs * (size_t)n);
-  if (!msgs) return SQLITE_NOMEM;
-  for (int i = 0; i < n; i++) msgs[i] = rows[i].m;
+static int append_rows(store_vtab *vt, const rmq_message *msgs, int n, rmq_put_result *results) {
   rmq_err err = {0};
-  int rc = rmq_store_put(vt->store, msgs, n, results, &err) == RMQ_OK ? SQLITE_OK : SQLITE_ERROR;
-  if (rc != SQLITE_OK) set_vtab_error(&vt->base, "%s", err.msg);
-  sqlite3_free(msgs);
-  return rc;
+  if (rmq_store_put(vt->store, msgs, n, results, &err) == RMQ_OK) return SQLITE_OK;
+  set_vtab_error(&vt->base, "%s", err.msg);
+  return SQLITE_ERROR;
 }
 
-static int pending_push(store_vtab *vt, pending_row *row) {
+/* A slot for one more pending row. */
+static rmq_message *pending_slot(store_vtab *vt) {
   if (vt->npending == vt->cap) {
-    int cap = vt->cap ? vt->cap * 2 : 16;
-    pending_row *p = sqlite3_realloc64(vt->pending, sizeof *p * (size_t)cap);
-    if (!p) return SQLITE_NOMEM;
+    int cap = vt->cap ? vt->cap * 2 : 64;
+    rmq_message *p = sqlite3_realloc64(vt->pending, sizeof *p * (size_t)cap);
+    if (!p) return NULL;
     vt->pending = p;
     vt->cap = cap;
   }
-  vt->pending[vt->npending++] = *row;
-  return SQLITE_OK;
+  return &vt->pending[vt->npending];
 }
 
 static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
@@ -1160,8 +1193,9 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     return SQLITE_READONLY;
   }
   char *errmsg = NULL;
-  pending_row row;
-  rc = build_row(vt, argv[1], argv + 2, &row, &errmsg);
+  rmq_message *row = pending_slot(vt);
+  if (!row) return SQLITE_NOMEM;
+  rc = build_row(vt, argv[1], argv + 2, row, &errmsg);
   if (rc == SQLITE_CONSTRAINT && sqlite3_vtab_on_conflict(vt->db) == SQLITE_IGNORE) {
     /*
     ** SQLite skips the row itself when it gets SQLITE_CONSTRAINT under OR
@@ -1179,13 +1213,12 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   if (!sqlite3_get_autocommit(vt->db)) {
     /* Offsets are assigned at COMMIT, when the batch is appended. */
     *rowid = -1;
-    rc = pending_push(vt, &row);
-    if (rc != SQLITE_OK) sqlite3_free(row.buf);
-    return rc;
+    vt->npending++;
+    return SQLITE_OK;
   }
   rmq_put_result r;
-  rc = append_rows(vt, &row, 1, &r);
-  sqlite3_free(row.buf);
+  rc = append_rows(vt, row, 1, &r);
+  pending_clear(vt, 0);
   if (rc == SQLITE_OK) *rowid = r.physical_offset;
   return rc;
 }
@@ -1223,11 +1256,17 @@ static int store_commit(sqlite3_vtab *base) {
 
 static int store_rollback(sqlite3_vtab *base) { return store_commit(base); }
 
+/* SQLite opens a statement savepoint around every INSERT in a transaction: no realloc each time. */
 static int store_savepoint(sqlite3_vtab *base, int level) {
   store_vtab *vt = (store_vtab *)base;
-  int *p = sqlite3_realloc64(vt->savepoints, sizeof *p * (size_t)(level + 1));
-  if (!p) return SQLITE_NOMEM;
-  vt->savepoints = p;
+  if (level >= vt->savepoint_cap) {
+    int cap = level + 8;
+    int *grown = sqlite3_realloc64(vt->savepoints, sizeof *grown * (size_t)cap);
+    if (!grown) return SQLITE_NOMEM;
+    vt->savepoints = grown;
+    vt->savepoint_cap = cap;
+  }
+  int *p = vt->savepoints;
   for (int i = vt->nsavepoints; i < level; i++) p[i] = vt->npending;
   p[level] = vt->npending;
   vt->nsavepoints = level + 1;
