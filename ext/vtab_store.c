@@ -116,6 +116,9 @@ typedef struct store_vtab {
   int delay_levels;
   bool readonly;          /* readonly=1, even when the engine it shares is writable */
   uint32_t next_queue;    /* round robin over default_queues */
+  char last_host_text[64];/* the born_host text parsed last, and its value */
+  size_t last_host_len;
+  rmq_host last_host;
   rmq_message *pending;   /* rows of the open transaction */
   int npending, cap;
   arena_block *arena;     /* their bytes; the newest block first */
@@ -921,6 +924,8 @@ static bool system_topic(const char *t) {
 }
 
 typedef struct row_builder {
+  char topic[RMQ_MAX_TOPIC_LEN + 1];
+  size_t topic_len;
   store_vtab *vt;
   char *props;        /* encoded properties, RMQ_MAX_PROPERTIES_LEN + 1 bytes */
   size_t props_len;
@@ -998,12 +1003,26 @@ static const char *value_text(sqlite3_value *v) {
   return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
 }
 
+/*
+** The bytes of a value and their length, NULL for SQL NULL. For a string
+** bound by the application, sqlite3_value_text would first make a
+** NUL-terminated copy (an allocation per column per row); the blob view of
+** the same value is the bytes as they are.
+*/
+static const char *value_bytes(sqlite3_value *v, size_t *len) {
+  if (sqlite3_value_type(v) == SQLITE_NULL) return NULL;
+  const char *p = sqlite3_value_blob(v);
+  *len = (size_t)sqlite3_value_bytes(v);
+  return p ? p : "";
+}
+
 static int add_text_column(row_builder *b, sqlite3_value *v, const char *column,
                            const char *property) {
-  const char *t = value_text(v);
+  size_t n;
+  const char *t = value_bytes(v, &n);
   if (!t) return SQLITE_OK;
-  if (!*t) return fail(b, "%s must not be empty", column);
-  return add_property(b, column, property, strlen(property), t, strlen(t));
+  if (n == 0) return fail(b, "%s must not be empty", column);
+  return add_property(b, column, property, strlen(property), t, n);
 }
 
 static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *rowid) {
@@ -1021,14 +1040,22 @@ static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *r
   return SQLITE_OK;
 }
 
+/* A valid, writable topic, copied NUL-terminated into b->topic. */
 static int check_topic(row_builder *b, sqlite3_value *v) {
-  const char *t = value_text(v);
+  size_t n;
+  const char *t = value_bytes(v, &n);
   if (!t) return fail(b, "%s is required", "topic");
-  if (!rmq_topic_valid(t, strlen(t))) {
-    return fail(b, "topic '%s' is not a valid RocketMQ topic: 1 to 127 characters of "
-                   "[A-Za-z0-9_%%|-]", t);
+  if (!rmq_topic_valid(t, n)) {
+    *b->errmsg = sqlite3_mprintf("topic '%.*s' is not a valid RocketMQ topic: 1 to 127 "
+                                 "characters of [A-Za-z0-9_%%|-]", (int)n, t);
+    return SQLITE_CONSTRAINT;
   }
-  if (system_topic(t)) return fail(b, "topic '%s' is a system topic and cannot be written", t);
+  memcpy(b->topic, t, n);
+  b->topic[n] = '\0';
+  b->topic_len = n;
+  if (system_topic(b->topic)) {
+    return fail(b, "topic '%s' is a system topic and cannot be written", b->topic);
+  }
   return SQLITE_OK;
 }
 
@@ -1084,26 +1111,45 @@ static int build_properties(row_builder *b, sqlite3_value **cols) {
   return rc;
 }
 
+/* born_host parsed, with the last one remembered: producers send the same host every row. */
+static int born_host(row_builder *b, sqlite3_value *v, rmq_host *out) {
+  store_vtab *vt = b->vt;
+  size_t n;
+  const char *t = value_bytes(v, &n);
+  if (!t) t = "127.0.0.1:0", n = strlen(t);
+  if (n < sizeof vt->last_host_text && n == vt->last_host_len &&
+      memcmp(t, vt->last_host_text, n) == 0) {
+    *out = vt->last_host;
+    return SQLITE_OK;
+  }
+  char text[sizeof vt->last_host_text];
+  if (n >= sizeof text || (memcpy(text, t, n), text[n] = '\0', rmq_host_parse(text, out) != 0)) {
+    *b->errmsg = sqlite3_mprintf("born_host '%.*s' is not ip:port", (int)n, t);
+    return SQLITE_CONSTRAINT;
+  }
+  memcpy(vt->last_host_text, text, n + 1);
+  vt->last_host_len = n;
+  vt->last_host = *out;
+  return SQLITE_OK;
+}
+
 static int producer_fields(row_builder *b, sqlite3_value **cols, rmq_message *m) {
   sqlite3_value *flag = cols[COL_FLAG], *born = cols[COL_BORN_TIMESTAMP];
-  const char *host = value_text(cols[COL_BORN_HOST]);
   if (sqlite3_value_type(flag) != SQLITE_NULL) {
     sqlite3_int64 f = sqlite3_value_int64(flag);
     if (sqlite3_value_numeric_type(flag) != SQLITE_INTEGER || f < INT32_MIN || f > INT32_MAX)
       return fail(b, "flag %s is not a 32-bit integer", (const char *)sqlite3_value_text(flag));
     m->flag = (int32_t)f;
   }
-  m->born_timestamp = rmq_now_ms();
-  if (sqlite3_value_type(born) != SQLITE_NULL) {
+  if (sqlite3_value_type(born) == SQLITE_NULL) {
+    m->born_timestamp = rmq_now_ms();
+  } else {
     if (sqlite3_value_numeric_type(born) != SQLITE_INTEGER)
       return fail(b, "born_timestamp %s is not an integer (ms since the epoch)",
                   (const char *)sqlite3_value_text(born));
     m->born_timestamp = sqlite3_value_int64(born);
   }
-  if (rmq_host_parse(host ? host : "127.0.0.1:0", &m->born_host) != 0) {
-    return fail(b, "born_host '%s' is not ip:port", host);
-  }
-  return SQLITE_OK;
+  return born_host(b, cols[COL_BORN_HOST], &m->born_host);
 }
 
 static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *len) {
@@ -1111,8 +1157,9 @@ static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *
   if (type != SQLITE_NULL && type != SQLITE_BLOB && type != SQLITE_TEXT) {
     return fail(b, "body must be a BLOB or TEXT, not %s", type == SQLITE_INTEGER ? "an integer" : "a real");
   }
-  *body = type == SQLITE_TEXT ? (const void *)sqlite3_value_text(v) : sqlite3_value_blob(v);
-  *len = sqlite3_value_bytes(v);
+  size_t n = 0;
+  *body = value_bytes(v, &n);
+  *len = (int)n;
   int32_t max = rmq_store_config(b->vt->store)->max_message_size;
   if (*len > max) {
     char *n = sqlite3_mprintf("%d bytes, more than max_message_size (%d bytes)", *len, max);
@@ -1130,7 +1177,7 @@ static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *
 static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, rmq_message *out,
                      char **errmsg) {
   char props[RMQ_MAX_PROPERTIES_LEN + 1];
-  row_builder b = {vt, props, 0, errmsg};
+  row_builder b = {.vt = vt, .props = props, .errmsg = errmsg};
   rmq_message m = {0};
   const void *body = NULL;
   int body_len = 0;
@@ -1141,11 +1188,10 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   if (rc == SQLITE_OK) rc = build_properties(&b, cols);
   if (rc == SQLITE_OK) rc = producer_fields(&b, cols, &m);
   if (rc != SQLITE_OK) return rc;
-  const char *topic = value_text(cols[COL_TOPIC]);
-  size_t tlen = strlen(topic);
+  size_t tlen = b.topic_len;
   char *buf = arena_alloc(vt, tlen + (size_t)body_len + b.props_len);
   if (!buf) return SQLITE_NOMEM;
-  memcpy(buf, topic, tlen);
+  memcpy(buf, b.topic, tlen);
   if (body_len) memcpy(buf + tlen, body, (size_t)body_len);
   memcpy(buf + tlen + body_len, props, b.props_len);
   m.topic = buf;

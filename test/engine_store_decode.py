@@ -27,29 +27,13 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import spec_decoder  # noqa: E402
+from checks import Checks  # noqa: E402
 
 FIELDS = ('physicalOffset', 'size', 'topic', 'queueId', 'queueOffset', 'sysFlag', 'flag',
           'bodyCRC', 'bornTimestamp', 'bornHost', 'storeTimestamp', 'storeHost',
           'reconsumeTimes', 'preparedTransactionOffset', 'bodyLength', 'bodyHex',
           'propertiesHex', 'msgId', 'tagsCode', 'blank')
 MAX_FAILURES_SHOWN = 50
-
-
-class Checks:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def eq(self, what, got, want):
-        if got == want:
-            self.passed += 1
-            return True
-        self.failed += 1
-        if self.failed <= MAX_FAILURES_SHOWN:
-            g, w = repr(got), repr(want)
-            print('FAILED %s: got %s, expected %s' % (what, g[:300], w[:300]))
-        elif self.failed == MAX_FAILURES_SHOWN + 1:
-            print('(more failures not shown)')
-        return False
 
 
 def run_writer(c, binary, store_dir):
@@ -138,7 +122,7 @@ def main(argv):
     repo_root = os.path.dirname(HERE)
     build = os.environ.get('RMQ_BUILD') or os.path.join(repo_root, 'build')
     binary = argv[1] if len(argv) == 2 else os.path.join(build, 'test', 'write_store')
-    c = Checks()
+    c = Checks(max_shown=MAX_FAILURES_SHOWN, max_repr=300)
     tmp = tempfile.mkdtemp(prefix='rmq-store-decode-')
     try:
         store_dir = os.path.join(tmp, 'store')
@@ -146,8 +130,7 @@ def main(argv):
         check_store(c, store_dir, reported)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print('%d passed, %d failed' % (c.passed, c.failed))
-    return 1 if c.failed else 0
+    return c.report()
 
 
 if __name__ == '__main__':

@@ -22,24 +22,13 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import spec_decoder  # noqa: E402
+from checks import Checks  # noqa: E402
 
 STORES = ('store-normal', 'store-crash')
 # Fields that expected.json holds under the same name and meaning.
 SAME_FIELDS = ('physicalOffset', 'size', 'queueId', 'queueOffset', 'sysFlag', 'flag', 'bodyCRC',
                'bornTimestamp', 'storeTimestamp', 'reconsumeTimes',
                'preparedTransactionOffset', 'bodyLength', 'msgId')
-
-
-class Checks:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def eq(self, what, got, want):
-        if got == want:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print('FAILED %s: got %r, expected %r' % (what, got, want))
 
 
 def host_key(text):
@@ -127,8 +116,7 @@ def main(argv):
             c.eq('%s line %d, C vs Python' % (store, i + 1), a, b)
         check_against_expected(c, 'golden_dump', store, c_lines, commitlog)
         check_against_expected(c, 'spec_decoder', store, py_lines, commitlog)
-    print('%d passed, %d failed' % (c.passed, c.failed))
-    return 1 if c.failed else 0
+    return c.report()
 
 
 if __name__ == '__main__':

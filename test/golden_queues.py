@@ -28,22 +28,14 @@ import subprocess
 import sys
 import tempfile
 
-passed = 0
-failed = 0
+from checks import Checks
 
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAILED " + what)
+CHECKS = Checks()
+check = CHECKS.ok
 
 
 def finish():
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(CHECKS.report())
 
 
 def sha256(path):

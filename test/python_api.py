@@ -11,19 +11,13 @@ import sqlite3
 import sys
 import tempfile
 
+from checks import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXT = os.environ.get('RMQ_EXT') or os.path.join(ROOT, 'build', 'rocketmq')
 
-passed = failed = 0
-
-
-def check(name, got, want):
-    global passed, failed
-    if got == want:
-        passed += 1
-    else:
-        failed += 1
-        print('FAILED %s: got %r, expected %r' % (name, got, want))
+CHECKS = Checks()
+check = CHECKS.eq
 
 
 def connect(store):
@@ -81,8 +75,7 @@ def main():
               False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+    return CHECKS.report()
 
 
 if __name__ == '__main__':

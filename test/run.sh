@@ -12,7 +12,8 @@
 #   BUILD/test/test_*     the engine's C tests (test/engine/test_*.c)
 #   test/*.test           Tcl tests, run as `tclsh test/NAME.test`
 #   test/*.py             Python tests, run as `/usr/bin/python3 test/NAME.py`
-#                         (except test/spec_decoder.py, which is a library)
+#                         (except the libraries test/spec_decoder.py and
+#                         test/checks.py)
 # No program takes arguments. Each one gets this environment (absolute paths):
 #   RMQ_EXT     BUILD/rocketmq, the extension without its .so suffix, ready
 #               for load_extension() / .load / conn.load_extension()
@@ -75,7 +76,8 @@ for f in test/*.test; do
   [ -f "$f" ] && programs+=("$(basename "$f")	tcl	$f")
 done
 for f in test/*.py; do
-  [ -f "$f" ] && [ "$f" != test/spec_decoder.py ] && programs+=("$(basename "$f")	py	$f")
+  case $f in test/spec_decoder.py | test/checks.py) continue ;; esac
+  [ -f "$f" ] && programs+=("$(basename "$f")	py	$f")
 done
 
 total_pass=0

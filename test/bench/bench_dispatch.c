@@ -25,25 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "rmq.h"
 #include "service_thread.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static void rm_rf(const char *dir) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
 
 static void die(const char *what, const rmq_err *err) {
   fprintf(stderr, "%s: %s\n", what, err->msg);

@@ -16,34 +16,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "message.h"
 #include "rmq.h"
 #include "service_thread.h"
 
 #define RUNS 3
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct run_result {
   double seconds;
   double p50_us, p99_us;
   int64_t bytes;
 } run_result;
-
-static void rm_rf(const char *dir) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
 
 /* One run of n appends of body_len bytes; latencies sampled on every 8th put. */
 static int run_engine(int n, int body_len, run_result *out) {
@@ -122,9 +106,9 @@ static int run_ceiling(int n, int32_t record_len, run_result *out) {
 static int median_index(run_result *r) {
   double t[RUNS];
   for (int i = 0; i < RUNS; i++) t[i] = r[i].seconds;
-  qsort(t, RUNS, sizeof *t, cmp_double);
+  double m = median(t, RUNS);
   for (int i = 0; i < RUNS; i++)
-    if (r[i].seconds == t[RUNS / 2]) return i;
+    if (r[i].seconds == m) return i;
   return 0;
 }
 

@@ -43,9 +43,8 @@ static void check_record(rmq_store *s, const rmq_put_result *r, const char *topi
 static void test_put_and_roll(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r, prev = {0};
   char body[3000];
@@ -89,7 +88,7 @@ static void test_put_and_roll(const char *dir) {
   rmq_store_close(s);
 
   /* Reopen: normal recovery ends where we stopped; queue offsets go on. */
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  s = tu_open(dir, &cfg);
   CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), end);
   CHECK(strstr(rmq_store_recovery_report(s), "normal recovery") != NULL);
   check_record(s, &prev, topics[199 % 3], 199 % 4, body, (199 * 37) % (int)sizeof body);
@@ -99,9 +98,8 @@ static void test_put_and_roll(const char *dir) {
 static void test_batch(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t[40];
   rmq_message msgs[40];
   rmq_put_result res[40];
@@ -132,9 +130,8 @@ static void test_limits(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   cfg.max_message_size = 1024;
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   tu_msg t;
   rmq_put_result r;
@@ -179,9 +176,8 @@ static void test_limits(const char *dir) {
 static void test_transactions_and_delay(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r;
   CHECK_EQ_INT(put1(s, tu_message(&t, "Tx", 0, "a", 1, ""), &r, &err), RMQ_OK);
@@ -222,9 +218,8 @@ static void test_ipv6_and_bodies(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, 4 << 20);
   rmq_host_parse("[2001:db8::10]:10911", &cfg.store_host);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r;
   rmq_message *m = tu_message(&t, "V6", 0, "", 0, "");
@@ -278,9 +273,8 @@ static void test_concurrent(const char *dir, bool spin, int pool) {
   tu_small_config(&cfg, SEG);
   cfg.use_spin_lock = spin;
   cfg.transient_store_pool = pool;
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   thread_arg args[4];
   pthread_t th[4];
   for (int i = 0; i < 4; i++) {
@@ -320,9 +314,8 @@ static void test_concurrent(const char *dir, bool spin, int pool) {
 static void test_readonly(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r;
   CHECK_EQ_INT(put1(s, tu_message(&t, "RO", 0, "hello", 5, ""), &r, &err), RMQ_OK);
@@ -336,7 +329,7 @@ static void test_readonly(const char *dir) {
   rmq_config ro;
   tu_small_config(&ro, 1 << 20); /* the size is read off the files */
   ro.readonly = true;
-  CHECK_EQ_INT(rmq_store_open(dir, &ro, &s, &err), RMQ_OK);
+  s = tu_open(dir, &ro);
   CHECK_EQ_INT(rmq_store_config(s)->commitlog_file_size, SEG);
   check_record(s, &r, "RO", 0, "hello", 5);
   /* The end is the last record's, whatever empty segments follow it on disk. */

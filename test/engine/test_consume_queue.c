@@ -9,7 +9,6 @@
 */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,26 +19,12 @@
 #include "check.h"
 #include "consume_queue.h"
 #include "io.h"
+#include "testutil.h"
 
 #define PER_FILE 5
 #define FILE_BYTES (PER_FILE * RMQ_CQ_UNIT_SIZE)
 
 static char root[64];
-
-static void make_root(void) {
-  snprintf(root, sizeof root, "/tmp/rmq-cq-XXXXXX");
-  if (mkdtemp(root) == NULL) {
-    perror("mkdtemp");
-    exit(2);
-  }
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-static void remove_root(void) { nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 static bool exists(const char *fmt, const char *a) {
   char path[512];
@@ -684,7 +669,7 @@ static void test_readonly_size(void) {
 }
 
 int main(void) {
-  make_root();
+  tu_tmpdir(root, sizeof root);
   test_put_get_iterate();
   test_pre_fill();
   test_duplicates_and_gaps();
@@ -698,6 +683,6 @@ int main(void) {
   test_live_readers();
   test_io_faults();
   test_readonly_size();
-  remove_root();
+  tu_rmrf(root);
   return check_report();
 }

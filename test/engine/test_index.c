@@ -6,7 +6,6 @@
 */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,23 +18,9 @@
 #include "io.h"
 #include "message.h"
 #include "service_thread.h"
+#include "testutil.h"
 
 static char root[64];
-
-static void make_root(void) {
-  snprintf(root, sizeof root, "/tmp/rmq-index-XXXXXX");
-  if (mkdtemp(root) == NULL) {
-    perror("mkdtemp");
-    exit(2);
-  }
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-static void remove_dir(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* A fresh store directory under root for one test. */
 static void sub_dir(char *out, size_t cap, const char *name) {
@@ -150,7 +135,7 @@ static void test_vector(void) {
   rmq_err err = {0};
   CHECK_EQ_INT(rmq_index_service_flush(&s, &err), RMQ_OK);
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* ---------------------------------------- many keys, collisions, rolls */
@@ -304,7 +289,7 @@ static void test_many_keys(void) {
   CHECK_EQ_INT(query(&s, "TopicK", "U099", 256, 0, INT64_MAX, got), 1);
   CHECK_EQ_INT(got[0], msg_offset(99));
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* -------------------------------- rolled files, checkpoint, abnormal load */
@@ -418,7 +403,7 @@ static void test_prev_file_end(void) {
   CHECK_EQ_INT(rmq_index_service_count(&s), 0);
   rmq_index_service_destroy(&s);
   rmq_checkpoint_close(&cp);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* ------------------------------------------------------- file level */
@@ -518,7 +503,7 @@ static void test_file_level(void) {
   CHECK(strstr(err.msg, "index_slots") != NULL);
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_index_service_init(&s, dir, 5000000, 200000000, true, NULL, &err), RMQ_EINVAL);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* --------------------------------------------------------- file names */
@@ -550,7 +535,7 @@ static void test_names(void) {
   snprintf(path, sizeof path, "%s/index/%s", dir, first);
   CHECK(stat(path, &st) == 0 && st.st_size == 0);
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 
   /* A newest file from the future (clock stepped back): the next one sorts after it. */
   sub_dir(dir, sizeof dir, "future");
@@ -602,7 +587,7 @@ static void test_names(void) {
   CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_ECORRUPT);
   CHECK(strstr(err.msg, "21000101000000005") != NULL);
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* ------------------------------------------------------------- faults */
@@ -636,7 +621,7 @@ static void test_faults(void) {
   CHECK_EQ_INT(rmq_index_service_count(&s), 2);
   rmq_index_service_destroy(&s);
   rmq_checkpoint_close(&cp);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* ------------------------------------ queries while the dispatcher writes */
@@ -692,7 +677,7 @@ static void test_live_queries(void) {
   CHECK_EQ_INT(l.misses, 0);
   CHECK(rmq_index_service_count(&s) > 20);
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 /* ------------------------------------- read-only geometry and views */
@@ -755,7 +740,7 @@ static void test_readonly_geometry(void) {
   CHECK_EQ_INT(bad, 0);
   CHECK(v.mf == NULL);
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 
   /* Another proportion: only the configured geometry reads it. */
   sub_dir(dir, sizeof dir, "ro2");
@@ -771,11 +756,11 @@ static void test_readonly_geometry(void) {
   CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
   CHECK_EQ_INT(query(&s, "TR", "R2", 64, 0, INT64_MAX, got), 1);
   rmq_index_service_destroy(&s);
-  remove_dir(dir);
+  tu_rmrf(dir);
 }
 
 int main(void) {
-  make_root();
+  tu_tmpdir(root, sizeof root);
   test_vector();
   test_many_keys();
   test_prev_file_end();
@@ -784,6 +769,6 @@ int main(void) {
   test_faults();
   test_live_queries();
   test_readonly_geometry();
-  remove_dir(root);
+  tu_rmrf(root);
   return check_report();
 }

@@ -22,9 +22,7 @@ static bool exists(const char *dir, const char *name) {
 static void test_lock_and_abort(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
-  rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  rmq_store *s = tu_open(dir, &cfg);
   CHECK(exists(dir, "abort"));
   CHECK(exists(dir, "checkpoint"));
   /* Another process is refused while we hold the lock. */
@@ -68,9 +66,8 @@ static void test_lock_and_abort(const char *dir) {
 static void test_damaged_tail(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r[5];
   for (int i = 0; i < 5; i++) {
@@ -86,7 +83,7 @@ static void test_damaged_tail(const char *dir) {
   CHECK(pwrite(fd, "garbage", 7, r[4].physical_offset + r[4].size + 100) == 7);
   close(fd);
   close(open(abort_path, O_CREAT | O_WRONLY, 0644)); /* as after a crash */
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  s = tu_open(dir, &cfg);
   CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), r[4].physical_offset);
   const char *rep = rmq_store_recovery_report(s);
   CHECK(strstr(rep, "abnormal recovery") != NULL);
@@ -109,8 +106,7 @@ static void test_damaged_tail(const char *dir) {
   close(open(empty, O_CREAT | O_WRONLY, 0644));
   close(open(abort_path, O_CREAT | O_WRONLY, 0644));
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
-  if (err.code) fprintf(stderr, "  %s\n", err.msg);
+  s = tu_open(dir, &cfg);
   CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), n.physical_offset + n.size);
   CHECK(access(empty, F_OK) != 0);
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Tail", 0, "more", 4, ""), 1, &n, &err), RMQ_OK);
@@ -123,9 +119,8 @@ static void test_fsync_failure(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   cfg.flush_sync = true;
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r;
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "ok", 2, ""), 1, &r, &err), RMQ_OK);
@@ -139,7 +134,7 @@ static void test_fsync_failure(const char *dir) {
   rmq_store_close(s);
   CHECK(exists(dir, "abort")); /* not a clean shutdown */
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  s = tu_open(dir, &cfg);
   CHECK(strstr(rmq_store_recovery_report(s), "abnormal") != NULL);
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "again", 5, ""), 1, &r, &err), RMQ_OK);
   rmq_store_close(s);
@@ -151,9 +146,8 @@ static void test_flush_timeout(const char *dir) {
   tu_small_config(&cfg, SEG);
   cfg.flush_sync = true;
   cfg.sync_flush_timeout_ms = 200;
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r;
   rmq_io_stall(RMQ_IO_MSYNC, 1, 1000);
@@ -170,9 +164,8 @@ static void test_flush_timeout(const char *dir) {
 static void test_open_failure(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s;
+  rmq_store *s = tu_open(dir, &cfg);
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
   tu_msg t;
   rmq_put_result r;
   rmq_io_fault(RMQ_IO_FTRUNCATE, 1, ENOSPC, -1);

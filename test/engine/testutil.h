@@ -1,6 +1,7 @@
 /*
 ** testutil.h: shared pieces of the engine's C tests: temporary store
-** directories and building messages to put.
+** directories, opening a store, and building messages to put. For test
+** programs: it includes check.h (guarded, so the counters stay single).
 */
 #ifndef RMQ_TESTUTIL_H
 #define RMQ_TESTUTIL_H
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "message.h"
 #include "rmq.h"
 
@@ -55,6 +57,22 @@ static inline rmq_message *tu_message(tu_msg *t, const char *topic, int queue_id
   t->m.born_timestamp = 1700000000000;
   rmq_host_parse("198.51.100.7:54321", &t->m.born_host);
   return &t->m;
+}
+
+/*
+** Open the store in dir with cfg, as one CHECK at the caller's line; prints
+** the error if the open fails or reports one. Returns the store (NULL on failure).
+*/
+#define tu_open(dir, cfg) tu_open_at((dir), (cfg), __FILE__, __LINE__)
+
+static inline rmq_store *tu_open_at(const char *dir, const rmq_config *cfg, const char *file,
+                                    int line) {
+  rmq_store *s = NULL;
+  rmq_err err = {0};
+  int rc = rmq_store_open(dir, cfg, &s, &err);
+  check_result(rc == RMQ_OK, file, line, "rmq_store_open(dir, cfg) == RMQ_OK");
+  if (rc != RMQ_OK || err.code) fprintf(stderr, "  %s\n", err.msg);
+  return s;
 }
 
 static inline void tu_small_config(rmq_config *cfg, int32_t file_size) {
