@@ -939,18 +939,19 @@ static bool has_separator(const char *s, size_t n) {
 /* Add one property; what names it in errors (a column, or "properties: name"). */
 static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
                         const char *value, size_t vlen) {
+  if (rmq_properties_append(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen,
+                            value, vlen) == 0) {
+    return SQLITE_OK;
+  }
+  /* The append refuses both; which one it was matters only for the message. */
   if (has_separator(name, nlen) || has_separator(value, vlen)) {
     *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
                                  "properties", what);
-    return SQLITE_CONSTRAINT;
-  }
-  if (rmq_properties_append(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen,
-                            value, vlen) != 0) {
+  } else {
     *b->errmsg = sqlite3_mprintf("%s does not fit: a message's properties are limited to %d bytes",
                                  what, RMQ_MAX_PROPERTIES_LEN);
-    return SQLITE_CONSTRAINT;
   }
-  return SQLITE_OK;
+  return SQLITE_CONSTRAINT;
 }
 
 /* True if the properties built so far hold name (RocketMQ keeps one value per name). */
