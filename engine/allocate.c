@@ -117,7 +117,7 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 ** (or the kernel lacks the call: then appends fault as usual).
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
-  if (mf->write_buffer || svc->prefaulted >= mf->file_size) return false;
+  if (mf->transient || svc->prefaulted >= mf->file_size) return false;
   int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD;
   if (target > mf->file_size) target = mf->file_size;
   if (svc->prefaulted >= target) return false;

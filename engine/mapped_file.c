@@ -75,6 +75,7 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
 
 void rmq_mapped_file_use_pool(rmq_mapped_file *mf, rmq_transient_store_pool *pool) {
   mf->write_buffer = rmq_transient_store_pool_borrow(pool);
+  mf->transient = mf->write_buffer != NULL;
   if (mf->write_buffer) mf->pool = pool;
 }
 
@@ -140,7 +141,7 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t target = rmq_mapped_file_read_position(mf);
   if (able_to(flushed, target, mf->file_size, least_pages)) {
     int32_t start = flushed - flushed % RMQ_OS_PAGE_SIZE;
-    int sys = mf->write_buffer ? rmq_io_fsync(mf->fd)
+    int sys = mf->transient ? rmq_io_fsync(mf->fd)
                                : rmq_io_msync(mf->mapped + start, (size_t)(target - start));
     if (sys != 0) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %d: %s", mf->path, target,
@@ -154,7 +155,7 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
 }
 
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
-  if (mf->write_buffer == NULL) return RMQ_OK;
+  if (!mf->transient) return RMQ_OK;
   int rc = RMQ_OK;
   pthread_mutex_lock(&mf->flush_mu);
   int32_t committed = atomic_load(&mf->committed_position);
@@ -183,7 +184,7 @@ void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory) {
 }
 
 void rmq_mapped_file_populate(rmq_mapped_file *mf) {
-  if (mf->writable && !mf->write_buffer) {
+  if (mf->writable && !mf->transient) {
     madvise(mf->mapped, (size_t)mf->file_size, MADV_POPULATE_WRITE);
   }
 }

@@ -43,7 +43,8 @@ typedef struct rmq_mapped_file {
   int fd;
   bool writable;
   uint8_t *mapped;                 /* file_size bytes of the file */
-  uint8_t *write_buffer;           /* from the transient store pool, or NULL */
+  uint8_t *write_buffer;           /* from the transient store pool, or NULL once committed */
+  bool transient;                  /* written through a pool buffer; never changes once set */
   rmq_transient_store_pool *pool;  /* where write_buffer goes back */
   atomic_int wrote_position;
   atomic_int committed_position;
@@ -81,7 +82,7 @@ static inline int32_t rmq_mapped_file_wrote(rmq_mapped_file *mf) {
   return atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
 }
 static inline int32_t rmq_mapped_file_read_position(rmq_mapped_file *mf) {
-  return mf->write_buffer
+  return mf->transient
              ? atomic_load_explicit(&mf->committed_position, memory_order_acquire)
              : atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
 }
