@@ -285,10 +285,3 @@ void rmq_transient_store_pool_return(rmq_transient_store_pool *p, uint8_t *buf) 
   p->free[p->available++] = buf;
   pthread_mutex_unlock(&p->mu);
 }
-
-int rmq_transient_store_pool_available(rmq_transient_store_pool *p) {
-  pthread_mutex_lock(&p->mu);
-  int n = p->available;
-  pthread_mutex_unlock(&p->mu);
-  return n;
-}

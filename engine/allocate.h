@@ -43,6 +43,5 @@ void rmq_transient_store_pool_free(rmq_transient_store_pool *pool);
 /* A buffer, or NULL when all are lent. */
 uint8_t *rmq_transient_store_pool_borrow(rmq_transient_store_pool *pool);
 void rmq_transient_store_pool_return(rmq_transient_store_pool *pool, uint8_t *buf);
-int rmq_transient_store_pool_available(rmq_transient_store_pool *pool);
 
 #endif

@@ -89,9 +89,3 @@ int64_t rmq_checkpoint_min_timestamp(rmq_checkpoint *cp) {
   int64_t m = (p < l ? p : l) - 3000;
   return m < 0 ? 0 : m;
 }
-
-int64_t rmq_checkpoint_min_timestamp_index(rmq_checkpoint *cp) {
-  int64_t m = rmq_checkpoint_min_timestamp(cp);
-  int64_t i = atomic_load(&cp->index_msg_timestamp);
-  return m < i ? m : i;
-}

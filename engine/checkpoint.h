@@ -36,6 +36,5 @@ int rmq_checkpoint_flush(rmq_checkpoint *cp, rmq_err *err);
 void rmq_checkpoint_close(rmq_checkpoint *cp);
 
 int64_t rmq_checkpoint_min_timestamp(rmq_checkpoint *cp);
-int64_t rmq_checkpoint_min_timestamp_index(rmq_checkpoint *cp);
 
 #endif

@@ -542,19 +542,6 @@ void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t
   put_unlock(cl);
 }
 
-int64_t rmq_commitlog_get_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
-                                       int32_t queue_id) {
-  int64_t off = 0;
-  put_lock(cl);
-  if (cl->tqt->cap > 0) {
-    tqt_entry *e = tqt_slot(cl->tqt, topic, topic_len, queue_id,
-                            tqt_hash(topic, topic_len, queue_id));
-    if (e->topic) off = e->next_offset;
-  }
-  put_unlock(cl);
-  return off;
-}
-
 int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
   size_t n;
   bool schedule = (size_t)m->topic_len == strlen(RMQ_SCHEDULE_TOPIC) &&

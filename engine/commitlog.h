@@ -121,11 +121,9 @@ int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *
                           rmq_record_cb on_record, void *ctx, int64_t *process_offset,
                           char *report, size_t report_cap);
 
-/* Topic-queue table access (recovery rebuilds it from the consume queues). */
+/* Set the next queue offset of (topic, queue_id): recovery rebuilds the table from the queues. */
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
                                     int32_t queue_id, int64_t next_offset);
-int64_t rmq_commitlog_get_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
-                                       int32_t queue_id);
 
 /* tagsCode of a decoded record (§3.5, the SCHEDULE_TOPIC_XXXX delivery-time exception). */
 int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m);

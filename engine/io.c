@@ -81,16 +81,6 @@ int rmq_io_msync(void *addr, size_t len) {
   return msync(addr, len, MS_SYNC);
 }
 
-int rmq_io_fallocate(int fd, off_t len) {
-  if (io_should_fail(RMQ_IO_FALLOCATE)) return -1;
-  int rc = posix_fallocate(fd, 0, len);
-  if (rc != 0) {
-    errno = rc;
-    return -1;
-  }
-  return 0;
-}
-
 int rmq_io_ftruncate(int fd, off_t len) {
   if (io_should_fail(RMQ_IO_FTRUNCATE)) return -1;
   return ftruncate(fd, len);

@@ -1,7 +1,7 @@
 /*
 ** io.h: the engine's only door to the file system.
 **
-** Every open, pwrite, fsync, msync, fallocate, ftruncate, mmap and unlink of
+** Every open, pwrite, fsync, msync, ftruncate, mmap and unlink of
 ** the engine goes through these wrappers so that tests can make the Nth call
 ** of one kind fail (EIO, ENOSPC, a short write, a failed fsync) and check
 ** that the store reports it and refuses further writes. They behave like the
@@ -18,7 +18,6 @@ typedef enum rmq_io_op {
   RMQ_IO_PWRITE,
   RMQ_IO_FSYNC,
   RMQ_IO_MSYNC,
-  RMQ_IO_FALLOCATE,
   RMQ_IO_FTRUNCATE,
   RMQ_IO_MMAP,
   RMQ_IO_UNLINK,
@@ -30,7 +29,6 @@ int rmq_io_open(const char *path, int flags, mode_t mode);
 ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off);
 int rmq_io_fsync(int fd);
 int rmq_io_msync(void *addr, size_t len);
-int rmq_io_fallocate(int fd, off_t len);
 int rmq_io_ftruncate(int fd, off_t len);
 void *rmq_io_mmap(int fd, size_t len, int writable);
 int rmq_io_unlink(const char *path);
