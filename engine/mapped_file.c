@@ -19,6 +19,25 @@
 
 /* ------------------------------------------------------------ MappedFile */
 
+/*
+** A new segment's name must survive a power loss as well as its bytes:
+** fdatasync of the file does not persist the directory entry, so the
+** directory is synced once when a segment is created.
+*/
+static int sync_parent_dir(const char *path, rmq_err *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (n == 0 || n >= sizeof dir) return RMQ_OK;
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
+  int rc = fd >= 0 && rmq_io_fsync(fd) == 0 ? RMQ_OK
+         : rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
+  if (fd >= 0) close(fd);
+  return rc;
+}
+
 int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool create,
                          bool writable, rmq_mapped_file **out, rmq_err *err) {
   *out = NULL;
@@ -44,6 +63,10 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
     return rmq_err_set(err, RMQ_ECORRUPT,
                        "%s is %lld bytes but the segment size is %d (check the size setting)",
                        path, (long long)st.st_size, file_size);
+  }
+  if (st.st_size == 0 && writable && sync_parent_dir(path, err) != RMQ_OK) {
+    close(fd);
+    return err->code;
   }
   void *map = rmq_io_mmap(fd, (size_t)file_size, writable);
   if (map == MAP_FAILED) {

@@ -177,9 +177,28 @@ static void test_open_failure(const char *dir) {
   rmq_store_close(s);
 }
 
+/* A new segment's directory entry is synced; when that fails the put says so and appends nothing. */
+static void test_dir_sync_failure(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_err err = {0};
+  tu_msg t;
+  rmq_put_result r;
+  rmq_io_fault(RMQ_IO_FSYNC, 1, EIO, -1);
+  CHECK(rmq_store_put(s, tu_message(&t, "D", 0, "x", 1, ""), 1, &r, &err) != RMQ_OK);
+  CHECK(strstr(err.msg, "cannot sync directory") != NULL);
+  CHECK(strstr(err.msg, "/commitlog: Input/output error") != NULL);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), 0);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "D", 0, "x", 1, ""), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(r.physical_offset, 0);
+  rmq_store_close(s);
+}
+
 int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail, test_fsync_failure,
-                                   test_flush_timeout, test_open_failure};
+                                   test_flush_timeout, test_open_failure, test_dir_sync_failure};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
