@@ -43,7 +43,7 @@ BENCHES := $(BENCH_SRC:test/bench/%.c=$(BUILD)/bench/%)
 ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 TSAN_FLAGS = -fsanitize=thread
 
-.PHONY: all test check asan tsan bench demo clean
+.PHONY: all test check asan tsan bench demo fuzz clean
 .DELETE_ON_ERROR:
 # Keep the objects of the test programs, which only pattern rules name.
 .SECONDARY: $(TESTPROG_OBJ)
@@ -113,7 +113,17 @@ demo: all
 	  sqlite3 -bail :memory: < sql/$$f.sql || exit 1; \
 	done
 
+# libFuzzer targets for the code that reads bytes from disk (clang; not part
+# of `make test`): FUZZ_SECONDS of fuzzing each, starting from the golden stores.
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -g -O1 -std=c11 -D_GNU_SOURCE -Iengine
+fuzz:
+	@mkdir -p build-fuzz/corpus
+	clang $(FUZZ_FLAGS) test/fuzz/fuzz_decode.c engine/message.c -lz -o build-fuzz/fuzz_decode
+	cp -f ../shared/golden/store-*/commitlog/* build-fuzz/corpus/ 2>/dev/null || true
+	build-fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=70000 build-fuzz/corpus
+
 clean:
-	rm -rf -- build build-asan build-tsan $(BUILD)
+	rm -rf -- build build-asan build-tsan build-fuzz $(BUILD)
 
 -include $(ENGINE_OBJ:.o=.d) $(EXT_OBJ:.o=.d) $(TESTPROG_OBJ:.o=.d)
