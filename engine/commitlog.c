@@ -147,6 +147,12 @@ static bool is_transaction_skip(int32_t sys_flag) {
 
 /* Parse a decimal property value; -1 when absent or not a plain number. */
 static int64_t property_long(const rmq_message *m, const char *name) {
+  /* Most messages have no DELAY: a search for "DELAY\1" settles that before a full parse. */
+  char needle[32];
+  size_t nlen = strlen(name);
+  memcpy(needle, name, nlen);
+  needle[nlen] = RMQ_NAME_VALUE_SEPARATOR;
+  if (!memmem(m->properties, (size_t)m->properties_len, needle, nlen + 1)) return -1;
   size_t n;
   const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, name, &n);
   if (!v || n == 0 || n > 18) return -1;
