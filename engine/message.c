@@ -433,13 +433,16 @@ const char *rmq_properties_get(const char *props, size_t len, const char *name,
   return found;
 }
 
-static bool has_separator(const char *s, size_t n) {
+bool rmq_properties_has_separator(const char *s, size_t n) {
   return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
 }
 
 int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
                           size_t name_len, const char *value, size_t value_len) {
-  if (has_separator(name, name_len) || has_separator(value, value_len)) return -1;
+  if (rmq_properties_has_separator(name, name_len) ||
+      rmq_properties_has_separator(value, value_len)) {
+    return -1;
+  }
   size_t sep = *len > 0;
   if (*len > cap || sep + name_len + 1 + value_len > cap - *len) return -1;
   char *p = buf + *len;

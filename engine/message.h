@@ -156,6 +156,9 @@ void rmq_properties_iter_init(rmq_properties_iter *it, const char *props, size_t
 bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *name_len,
                          const char **value, size_t *value_len);
 
+/* True if s holds \1 or \2, which no property name or value may contain. */
+bool rmq_properties_has_separator(const char *s, size_t n);
+
 /*
 ** Append "name\1value" (with a \2 before it when *len > 0) to buf.
 ** Returns 0, or -1 if it does not fit in cap or name/value contain \1 or \2.

@@ -932,10 +932,6 @@ typedef struct row_builder {
   char **errmsg;
 } row_builder;
 
-static bool has_separator(const char *s, size_t n) {
-  return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
-}
-
 /* Add one property; what names it in errors (a column, or "properties: name"). */
 static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
                         const char *value, size_t vlen) {
@@ -944,7 +940,7 @@ static int add_property(row_builder *b, const char *what, const char *name, size
     return SQLITE_OK;
   }
   /* The append refuses both; which one it was matters only for the message. */
-  if (has_separator(name, nlen) || has_separator(value, vlen)) {
+  if (rmq_properties_has_separator(name, nlen) || rmq_properties_has_separator(value, vlen)) {
     *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
                                  "properties", what);
   } else {
