@@ -229,6 +229,7 @@ static int rewrite_delayed(rmq_commitlog *cl, rmq_message *m, char **props, rmq_
 /* ------------------------------------------------------------------ put */
 
 /* Small batches (every single put) live on the stack: no allocation per put. */
+#define POPULATE_BATCH_MIN (256 << 10)
 #define PUT_BATCH_INLINE 8
 
 typedef struct put_batch {
@@ -301,18 +302,32 @@ static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, put_ba
   return RMQ_OK;
 }
 
-/* The writer's segment with room for need bytes plus a BLANK; rolls if needed. */
+/* Close mf with a BLANK record over its unused tail and move to a new segment. */
+static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq_err *err) {
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  if (rmq_mapped_file_reserve(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH, err) != RMQ_OK) return NULL;
+  uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
+  rmq_put32(blank, mf->file_size - pos);
+  rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
+  rmq_mapped_file_advance(mf, mf->file_size - pos);
+  return rmq_mfq_last_or_create(&cl->mfq, 0, err);
+}
+
+/*
+** The writer's segment with room for need bytes plus a BLANK (rolling if
+** needed), its disk space reserved for them, and the pages of a large batch
+** mapped now: faulting them one by one while copying is several times slower.
+*/
 static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_err *err) {
   rmq_mapped_file *mf = rmq_mfq_last_or_create(&cl->mfq, 0, err);
+  if (mf && need + RMQ_END_FILE_MIN_BLANK_LENGTH > mf->file_size - rmq_mapped_file_wrote(mf)) {
+    mf = roll_segment(cl, mf, err);
+  }
   if (!mf) return NULL;
   int32_t pos = rmq_mapped_file_wrote(mf);
-  int32_t left = mf->file_size - pos;
-  if (need + RMQ_END_FILE_MIN_BLANK_LENGTH <= left) return mf;
-  uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
-  rmq_put32(blank, left);
-  rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
-  rmq_mapped_file_advance(mf, left);
-  return rmq_mfq_last_or_create(&cl->mfq, 0, err);
+  if (rmq_mapped_file_reserve(mf, pos + (int32_t)need, err) != RMQ_OK) return NULL;
+  if (need >= POPULATE_BATCH_MIN) rmq_mapped_file_populate(mf, pos, (int32_t)need);
+  return mf;
 }
 
 /* Encode the batch into mf at its write position; called under the put lock. */

@@ -81,6 +81,11 @@ int rmq_io_msync(void *addr, size_t len) {
   return msync(addr, len, MS_SYNC);
 }
 
+int rmq_io_fallocate(int fd, off_t off, off_t len) {
+  if (io_should_fail(RMQ_IO_FALLOCATE)) return -1;
+  return fallocate(fd, 0, off, len);
+}
+
 int rmq_io_ftruncate(int fd, off_t len) {
   if (io_should_fail(RMQ_IO_FTRUNCATE)) return -1;
   return ftruncate(fd, len);

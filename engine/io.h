@@ -1,7 +1,7 @@
 /*
 ** io.h: the engine's only door to the file system.
 **
-** Every open, pwrite, fsync, msync, ftruncate, mmap and unlink of
+** Every open, pwrite, fsync, msync, ftruncate, fallocate, mmap and unlink of
 ** the engine goes through these wrappers so that tests can make the Nth call
 ** of one kind fail (EIO, ENOSPC, a short write, a failed fsync) and check
 ** that the store reports it and refuses further writes. They behave like the
@@ -21,6 +21,7 @@ typedef enum rmq_io_op {
   RMQ_IO_FTRUNCATE,
   RMQ_IO_MMAP,
   RMQ_IO_UNLINK,
+  RMQ_IO_FALLOCATE,
   RMQ_IO_OP_COUNT
 } rmq_io_op;
 
@@ -30,6 +31,7 @@ ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off);
 int rmq_io_fsync(int fd);
 int rmq_io_msync(void *addr, size_t len);
 int rmq_io_ftruncate(int fd, off_t len);
+int rmq_io_fallocate(int fd, off_t off, off_t len);
 void *rmq_io_mmap(int fd, size_t len, int writable);
 int rmq_io_unlink(const char *path);
 

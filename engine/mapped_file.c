@@ -206,9 +206,24 @@ void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory) {
   }
 }
 
-void rmq_mapped_file_populate(rmq_mapped_file *mf) {
+int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
+  int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_relaxed);
+  if (upto <= reserved) return RMQ_OK;
+  int64_t end = (int64_t)upto + RMQ_RESERVE_STEP;
+  if (end > mf->file_size) end = mf->file_size;
+  if (rmq_io_fallocate(mf->fd, reserved, end - reserved) != 0 && errno != EOPNOTSUPP) {
+    return rmq_err_set(err, errno == ENOSPC || errno == EDQUOT ? RMQ_EFULL : RMQ_EIO,
+                       "cannot allocate disk space for %s bytes %d..%lld: %s", mf->path,
+                       reserved, (long long)end, strerror(errno));
+  }
+  atomic_store_explicit(&mf->reserved_position, (int32_t)end, memory_order_release);
+  return RMQ_OK;
+}
+
+void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
   if (mf->writable && !mf->transient) {
-    madvise(mf->mapped, (size_t)mf->file_size, MADV_POPULATE_WRITE);
+    int32_t start = from - from % RMQ_OS_PAGE_SIZE;
+    madvise(mf->mapped + start, (size_t)(from + len - start), MADV_POPULATE_WRITE);
   }
 }
 
@@ -384,7 +399,7 @@ static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_e
                                   q->file_size, err);
   } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
     if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
-    rmq_mapped_file_populate(mf);
+    rmq_mapped_file_populate(mf, 0, mf->file_size);
   }
   if (mf == NULL) return NULL;
   pthread_rwlock_wrlock(&q->lock);

@@ -49,6 +49,7 @@ typedef struct rmq_mapped_file {
   atomic_int wrote_position;
   atomic_int committed_position;
   atomic_int flushed_position;
+  atomic_int reserved_position;    /* disk blocks are allocated below this (commit log) */
   _Atomic int64_t store_timestamp; /* store time of the last record appended */
   atomic_int refcount;
   atomic_bool available;
@@ -108,13 +109,24 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 /* Copy [committed, wrote) of the write buffer into the file (pwrite), same page rule. */
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 /*
-** Map every page writable now (MADV_POPULATE_WRITE; bytes untouched), so
-** that later writes take no page fault: on ext4 a first write to a page
-** updates the file's mtime through the journal, and can wait tens of ms
-** for a journal commit. Segments created without the allocation service
-** (consume queues) are populated this way when created.
+** Allocate the file's disk blocks (fallocate) below `upto` and RMQ_RESERVE_STEP
+** beyond, unless done already; the CommitLog writer calls it before it
+** writes. A full disk is then an error of the put that needs the space, where
+** a sparse mapping would raise SIGBUS at the first write to a page; and a
+** page fault on reserved blocks skips ext4's per-page delayed allocation,
+** which makes pre-faulting several times faster. File systems without
+** fallocate keep the file sparse. RMQ_EFULL when the disk is full.
 */
-void rmq_mapped_file_populate(rmq_mapped_file *mf);
+#define RMQ_RESERVE_STEP (64 << 20)
+int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);
+/*
+** Map the pages of [from, from + len) writable now (MADV_POPULATE_WRITE;
+** bytes untouched), so that later writes take no page fault: on ext4 a first
+** write to a page updates the file's mtime through the journal, and can wait
+** tens of ms for a journal commit. Consume-queue segments are populated whole
+** when created; the CommitLog writer populates the range of a large batch.
+*/
+void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /* Touch every page so that appends do not fault; mlock it too when asked. */

@@ -43,7 +43,8 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
+
+#include "crc32.h"
 
 /* calMsgLength with every variable length 0 and IPv4 hosts. */
 #define MIN_RECORD_LEN 91
@@ -264,53 +265,8 @@ const char *rmq_decode_status_name(rmq_decode_status s) {
   return "UNKNOWN";
 }
 
-/*
-** zlib's crc32 pays a fixed cost of about 150 ns per call, more than the
-** whole CRC of a short body; below CRC_SMALL bytes a slicing-by-8 table
-** computes the same CRC-32 (IEEE, reflected 0xEDB88320) in about a third of
-** the time. The tables are built once from zlib's own single-byte table.
-*/
-#define CRC_SMALL 512
-
-static uint32_t crc_tables[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_tables_init(void) {
-  const z_crc_t *t0 = get_crc_table();
-  for (int i = 0; i < 256; i++) crc_tables[0][i] = (uint32_t)t0[i];
-  for (int i = 0; i < 256; i++) {
-    for (int t = 1; t < 8; t++) {
-      uint32_t prev = crc_tables[t - 1][i];
-      crc_tables[t][i] = (prev >> 8) ^ crc_tables[0][prev & 0xFF];
-    }
-  }
-}
-
-static uint32_t load_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint32_t crc32_small(const uint8_t *p, size_t n) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (; n >= 8; p += 8, n -= 8) {
-    uint32_t a = c ^ load_le32(p), b = load_le32(p + 4);
-    c = crc_tables[7][a & 0xFF] ^ crc_tables[6][(a >> 8) & 0xFF] ^
-        crc_tables[5][(a >> 16) & 0xFF] ^ crc_tables[4][a >> 24] ^ crc_tables[3][b & 0xFF] ^
-        crc_tables[2][(b >> 8) & 0xFF] ^ crc_tables[1][(b >> 16) & 0xFF] ^ crc_tables[0][b >> 24];
-  }
-  while (n--) c = crc_tables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-  return ~c;
-}
-
 int32_t rmq_body_crc(const void *bytes, size_t len) {
-  uint32_t crc;
-  if (len < CRC_SMALL) {
-    pthread_once(&crc_once, crc_tables_init);
-    crc = crc32_small(bytes, len);
-  } else {
-    crc = (uint32_t)crc32_z(0, bytes, len);
-  }
-  return (int32_t)(crc & 0x7FFFFFFF);
+  return (int32_t)(rmq_crc32(bytes, len) & 0x7FFFFFFF);
 }
 
 /* ---------------------------------------------------------- Java hashes */

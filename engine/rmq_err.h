@@ -24,7 +24,7 @@ enum {
   RMQ_EPOISONED,  /* an earlier fsync or write failed: reopen the store */
   RMQ_ENOTFOUND,  /* no such message, queue or file */
   RMQ_ECLOSED,    /* the store is shutting down */
-  RMQ_EFULL       /* a segment or an index file has no room */
+  RMQ_EFULL       /* a segment or an index file has no room, or the disk is full */
 };
 
 typedef struct rmq_err {

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "crc32.h"
 #include "message.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -190,18 +191,35 @@ static void test_crc(void) {
   CHECK_EQ_INT(rmq_body_crc("123456789", 9), 0x4BF43926);
   CHECK_EQ_INT(rmq_body_crc("TopicTest", 9), 0x04743BC9);
   CHECK_EQ_INT(rmq_body_crc("", 0), 0);
-  /* Short bodies take a table path, long ones zlib: both agree with zlib everywhere. */
-  static uint8_t buf[2048];
-  for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (uint8_t)(i * 131 + 7);
+}
+
+/*
+** rmq_crc32 against zlib's crc32, unmasked: every length to 4 KiB at three
+** alignments (short inputs take the table path, from RMQ_CRC32_FOLD_MIN on
+** the folding one where the CPU has it), and continued from a running CRC.
+*/
+static void test_crc32_matches_zlib(void) {
+  static uint8_t buf[4096 + 3];
+  uint32_t x = 2463534242u;
+  for (size_t i = 0; i < sizeof buf; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    buf[i] = (uint8_t)x;
+  }
   int mismatches = 0;
-  for (size_t len = 0; len <= sizeof buf; len++) {
+  for (size_t len = 0; len <= 4096; len++) {
     for (size_t off = 0; off < 3; off++) {
-      size_t n = len + off > sizeof buf ? sizeof buf - off : len;
-      int32_t want = (int32_t)(crc32(0, buf + off, (uInt)n) & 0x7FFFFFFF);
-      mismatches += rmq_body_crc(buf + off, n) != want;
+      mismatches += rmq_crc32(buf + off, len) != (uint32_t)crc32(0, buf + off, (uInt)len);
     }
   }
   CHECK_EQ_INT(mismatches, 0);
+  for (size_t split = 0; split <= 300; split += 7) {
+    uint32_t want = (uint32_t)crc32(0, buf, 1000);
+    CHECK_EQ_INT(rmq_crc32_update(rmq_crc32(buf, split), buf + split, 1000 - split), want);
+  }
+  static const uint8_t zeros[1024];
+  CHECK_EQ_INT(rmq_crc32(zeros, sizeof zeros), (uint32_t)crc32(0, zeros, sizeof zeros));
+  printf("# crc32: %s path for inputs of %d bytes and more\n",
+         rmq_crc32_folds() ? "folding (PCLMULQDQ)" : "table", RMQ_CRC32_FOLD_MIN);
 }
 
 static void test_magic(void) {
@@ -778,6 +796,7 @@ int main(void) {
   test_java_hash();
   test_java_hash_malformed();
   test_crc();
+  test_crc32_matches_zlib();
   test_magic();
   test_file_names();
   test_record_155();

@@ -4,6 +4,7 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,9 +197,55 @@ static void test_dir_sync_failure(const char *dir) {
   rmq_store_close(s);
 }
 
+/* Bytes of disk the file at dir/commitlog/name has allocated. */
+static long long allocated(const char *dir, const char *name) {
+  char p[256];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/commitlog/%s", dir, name);
+  return stat(p, &st) == 0 ? (long long)st.st_blocks * 512 : -1;
+}
+
+/*
+** The writer allocates a segment's disk blocks before writing into it: a full
+** disk fails that put with RMQ_EFULL and appends nothing (a sparse mapping
+** would raise SIGBUS instead), and a file system without fallocate is used
+** sparse.
+*/
+static void test_disk_reservation(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_err err = {0};
+  tu_msg t;
+  rmq_put_result r;
+  rmq_io_fault(RMQ_IO_FALLOCATE, 1, ENOSPC, -1);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "x", 1, ""), 1, &r, &err), RMQ_EFULL);
+  CHECK(strstr(err.msg, "cannot allocate disk space for ") != NULL);
+  CHECK(strstr(err.msg, "00000000000000000000 bytes 0..65536: No space left on device") != NULL);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), 0);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "x", 1, ""), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(r.physical_offset, 0);
+  CHECK_EQ_INT(r.queue_offset, 0);
+  CHECK_EQ_INT(allocated(dir, "00000000000000000000"), SEG);
+  /* The next segment is reserved when the writer rolls into it, not before. */
+  CHECK_EQ_INT(allocated(dir, "00000000000000065536"), 0);
+  rmq_io_fault(RMQ_IO_FALLOCATE, 1, EOPNOTSUPP, -1);
+  static char body[SEG / 2];
+  memset(body, 'b', sizeof body);
+  for (int i = 0; i < 2; i++) {
+    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, body, sizeof body, ""), 1, &r, &err),
+                 RMQ_OK);
+  }
+  CHECK_EQ_INT(r.physical_offset, SEG);
+  rmq_store_close(s);
+}
+
 int main(void) {
-  void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail, test_fsync_failure,
-                                   test_flush_timeout, test_open_failure, test_dir_sync_failure};
+  void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
+                                   test_fsync_failure,  test_flush_timeout,
+                                   test_open_failure,   test_dir_sync_failure,
+                                   test_disk_reservation};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
