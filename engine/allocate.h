@@ -37,6 +37,8 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
 
 /* Pre-fault pages of mf (the writer's segment) ahead of its write position. */
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
+/* Pre-fault that many bytes more ahead: a batch of about that size is coming (0: none). */
+void rmq_allocate_expect(rmq_allocate_service *svc, int64_t bytes);
 
 rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err);
 void rmq_transient_store_pool_free(rmq_transient_store_pool *pool);

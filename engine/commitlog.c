@@ -394,6 +394,13 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put
   return rc;
 }
 
+void rmq_commitlog_open_segment(rmq_commitlog *cl) {
+  rmq_err err = {0};
+  put_lock(cl);
+  if (!atomic_load(&cl->poisoned)) rmq_mfq_last_or_create(&cl->mfq, 0, &err);
+  put_unlock(cl);
+}
+
 /* ---------------------------------------------------------------- reads */
 
 int64_t rmq_commitlog_min_offset(rmq_commitlog *cl) { return rmq_mfq_min_offset(&cl->mfq); }

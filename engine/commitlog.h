@@ -78,6 +78,12 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 */
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
                       rmq_err *err);
+/*
+** Make sure the writer has a segment to append to (the first one of a new
+** store, or the next when the last is full), ahead of a coming batch, so that
+** its pages can be prepared before the put. Failures are left to the put.
+*/
+void rmq_commitlog_open_segment(rmq_commitlog *cl);
 
 /* Poison the log after an I/O failure (first message kept). */
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why);

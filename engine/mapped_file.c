@@ -207,16 +207,19 @@ void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory) {
 }
 
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
-  int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_relaxed);
+  int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_acquire);
   if (upto <= reserved) return RMQ_OK;
   int64_t end = (int64_t)upto + RMQ_RESERVE_STEP;
   if (end > mf->file_size) end = mf->file_size;
+  /* The writer and the pre-fault thread both reserve; allocating a range twice is harmless. */
   if (rmq_io_fallocate(mf->fd, reserved, end - reserved) != 0 && errno != EOPNOTSUPP) {
     return rmq_err_set(err, errno == ENOSPC || errno == EDQUOT ? RMQ_EFULL : RMQ_EIO,
                        "cannot allocate disk space for %s bytes %d..%lld: %s", mf->path,
                        reserved, (long long)end, strerror(errno));
   }
-  atomic_store_explicit(&mf->reserved_position, (int32_t)end, memory_order_release);
+  while (reserved < end && !atomic_compare_exchange_weak(&mf->reserved_position, &reserved,
+                                                         (int32_t)end)) {
+  }
   return RMQ_OK;
 }
 

@@ -115,7 +115,8 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 ** a sparse mapping would raise SIGBUS at the first write to a page; and a
 ** page fault on reserved blocks skips ext4's per-page delayed allocation,
 ** which makes pre-faulting several times faster. File systems without
-** fallocate keep the file sparse. RMQ_EFULL when the disk is full.
+** fallocate keep the file sparse. RMQ_EFULL when the disk is full. Safe to
+** call from the writer and the pre-fault thread at once.
 */
 #define RMQ_RESERVE_STEP (64 << 20)
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);

@@ -76,6 +76,15 @@ int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *
                   rmq_err *err);
 
 /*
+** An append of about `bytes` is being built (a transaction's rows): the
+** allocation thread reserves disk space for it and maps its pages in the
+** commit log now, while the caller is still building, so that the put
+** itself copies into ready pages. 0 withdraws the hint. Only a hint: the put
+** works the same without it.
+*/
+void rmq_store_expect(rmq_store *s, int64_t bytes);
+
+/*
 ** Put latency (whole rmq_store_put, sync flush included) at a quantile
 ** (0.5, 0.99) in ns, from a sample of the puts, rounded up to a power of two.
 */

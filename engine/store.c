@@ -410,6 +410,12 @@ static int store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_resul
   return rmq_flush_wait(s->flush, next, err);
 }
 
+void rmq_store_expect(rmq_store *s, int64_t bytes) {
+  if (!s->allocate) return;
+  if (bytes > 0) rmq_commitlog_open_segment(&s->commitlog);
+  rmq_allocate_expect(s->allocate, bytes);
+}
+
 /* One put in 16 per thread is timed: the clock costs more than a hot append. */
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err) {

@@ -98,6 +98,12 @@ enum {
 ** No allocation per row: the INSERT path is hot.
 */
 #define ARENA_BLOCK (1 << 20)
+/*
+** Each time a transaction's rows grow by this much, the engine is told how
+** large the coming append is, so that its allocation thread prepares the
+** commit log's pages on the other core while rows are still being inserted.
+*/
+#define EXPECT_STEP (4 << 20)
 
 typedef struct arena_block {
   struct arena_block *next;
@@ -122,6 +128,7 @@ typedef struct store_vtab {
   rmq_message *pending;   /* rows of the open transaction */
   int npending, cap;
   arena_block *arena;     /* their bytes; the newest block first */
+  int64_t pending_bytes;  /* their records' size, about; the engine is told as it grows */
   int *savepoints;        /* npending at each open savepoint level */
   int nsavepoints, savepoint_cap;
 } store_vtab;
@@ -211,7 +218,10 @@ static char *arena_alloc(store_vtab *vt, size_t n) {
 /* Forget rows past keep; with keep 0 the arena is emptied too (one block stays for reuse). */
 static void pending_clear(store_vtab *vt, int keep) {
   if (vt->npending > keep) vt->npending = keep;
-  if (keep > 0 || !vt->arena) return;
+  if (keep > 0) return;
+  if (vt->pending_bytes >= EXPECT_STEP) rmq_store_expect(vt->store, 0);
+  vt->pending_bytes = 0;
+  if (!vt->arena) return;
   while (vt->arena->next) {
     arena_block *b = vt->arena;
     vt->arena = b->next;
@@ -1208,6 +1218,16 @@ static int append_rows(store_vtab *vt, const rmq_message *msgs, int n, rmq_put_r
   return SQLITE_ERROR;
 }
 
+/* Count a pending row's record (about: hosts taken as IPv6) and pass each EXPECT_STEP on. */
+static void expect_pending(store_vtab *vt, const rmq_message *m) {
+  int64_t before = vt->pending_bytes;
+  vt->pending_bytes += rmq_message_length(RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6,
+                                          m->body_len, m->topic_len, m->properties_len, false);
+  if (vt->pending_bytes / EXPECT_STEP != before / EXPECT_STEP) {
+    rmq_store_expect(vt->store, vt->pending_bytes);
+  }
+}
+
 /* A slot for one more pending row. */
 static rmq_message *pending_slot(store_vtab *vt) {
   if (vt->npending == vt->cap) {
@@ -1257,6 +1277,7 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     /* Offsets are assigned at COMMIT, when the batch is appended. */
     *rowid = -1;
     vt->npending++;
+    expect_pending(vt, row);
     return SQLITE_OK;
   }
   rmq_put_result r;
