@@ -923,14 +923,14 @@ static const struct { const char *name; const char *use; } reserved_properties[]
 };
 
 /* System topics (RocketMQ's TopicValidator) that only the broker writes. */
-static bool system_topic(const char *t) {
-  static const char *const names[] = {"SCHEDULE_TOPIC_XXXX", "TBW102", "SELF_TEST_TOPIC",
-                                      "OFFSET_MOVED_EVENT", "TRANS_CHECK_MAX_TIME_TOPIC",
-                                      "BenchmarkTest"};
+static bool system_topic(const char *t, size_t n) {
+  static const struct { const char *name; size_t len; } names[] = {
+      {"SCHEDULE_TOPIC_XXXX", 19}, {"TBW102", 6}, {"SELF_TEST_TOPIC", 15},
+      {"OFFSET_MOVED_EVENT", 18}, {"TRANS_CHECK_MAX_TIME_TOPIC", 26}, {"BenchmarkTest", 13}};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    if (strcmp(t, names[i]) == 0) return true;
+    if (n == names[i].len && memcmp(t, names[i].name, n) == 0) return true;
   }
-  return strncmp(t, "RMQ_SYS_", 8) == 0 || strncmp(t, "rmq_sys_", 8) == 0;
+  return n >= 8 && (memcmp(t, "RMQ_SYS_", 8) == 0 || memcmp(t, "rmq_sys_", 8) == 0);
 }
 
 typedef struct row_builder {
@@ -1060,7 +1060,7 @@ static int check_topic(row_builder *b, sqlite3_value *v) {
   memcpy(b->topic, t, n);
   b->topic[n] = '\0';
   b->topic_len = n;
-  if (system_topic(b->topic)) {
+  if (system_topic(b->topic, n)) {
     return fail(b, "topic '%s' is a system topic and cannot be written", b->topic);
   }
   return SQLITE_OK;
