@@ -1213,9 +1213,10 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
 
 static int append_rows(store_vtab *vt, const rmq_message *msgs, int n, rmq_put_result *results) {
   rmq_err err = {0};
-  if (rmq_store_put(vt->store, msgs, n, results, &err) == RMQ_OK) return SQLITE_OK;
+  int rc = rmq_store_put(vt->store, msgs, n, results, &err);
+  if (rc == RMQ_OK) return SQLITE_OK;
   set_vtab_error(&vt->base, "%s", err.msg);
-  return SQLITE_ERROR;
+  return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
 }
 
 /* Count a pending row's record (about: hosts taken as IPv6) and pass each EXPECT_STEP on. */
