@@ -20,7 +20,8 @@ CPPFLAGS = -Iengine -MMD -MP
 CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -fPIC \
          -fvisibility=hidden -pthread $(EXTRA_CFLAGS)
 LDFLAGS = -pthread $(EXTRA_LDFLAGS)
-LDLIBS = -lz
+# zlib is the tests' reference CRC; the engine and the extension do not use it.
+TEST_LDLIBS = -lz
 AR ?= ar
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
@@ -65,16 +66,16 @@ $(LIBENGINE): $(ENGINE_OBJ)
 # The extension carries no SQLite: ext/ reaches it through sqlite3ext.h's
 # API table. -z nodelete keeps the code mapped while engine threads run.
 $(EXTENSION): $(EXT_OBJ) $(LIBENGINE)
-	$(CC) -shared -Wl,--no-undefined -Wl,-z,nodelete $(LDFLAGS) -o $@ $(EXT_OBJ) $(LIBENGINE) $(LDLIBS)
+	$(CC) -shared -Wl,--no-undefined -Wl,-z,nodelete $(LDFLAGS) -o $@ $(EXT_OBJ) $(LIBENGINE)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/engine/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(TEST_LDLIBS)
 
 # Bench programs may also drive the extension through SQLite (bench_sql.c).
 $(BUILD)/bench/%: $(BUILD)/obj/test/bench/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(LDLIBS) -lsqlite3
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) -lsqlite3
 
 test:
 	test/deps.sh
