@@ -114,14 +114,18 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 ** Fault in the next step of pages ahead of the writer, so that its appends
 ** do not stop for the kernel to allocate and zero pages. MADV_POPULATE_WRITE
 ** maps pages writable without touching their bytes, so it is safe while the
-** writer copies into the same segment. The step's disk blocks are reserved
-** first: populating a sparse range is the slow path. False when there is nothing to do (or the kernel lacks the call: then
+** writer copies into the same segment. Only reserved disk blocks are taken
+** (populating a sparse range is the slow path): those the writer reserved,
+** or, for an expected batch, those this thread reserves ahead. False when there is nothing to do (or the kernel lacks the call: then
 ** appends fault as usual).
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (mf->transient || svc->prefaulted >= mf->file_size) return false;
-  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD + atomic_load(&svc->expected);
+  int64_t expected = atomic_load(&svc->expected);
+  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD + expected;
   if (target > mf->file_size) target = mf->file_size;
+  int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_acquire);
+  if (expected == 0 && target > reserved) target = reserved;
   if (svc->prefaulted >= target) return false;
   int32_t len = (int32_t)(target - svc->prefaulted);
   if (len > PREFAULT_STEP) len = PREFAULT_STEP;
