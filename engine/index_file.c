@@ -105,6 +105,10 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, true, true, &f, err);
   if (rc != RMQ_OK) return rc;
+  if ((rc = rmq_mapped_file_reserve(f->mf, 40 + 4 * slot_num, err)) != RMQ_OK) {
+    rmq_index_file_close(f, true);
+    return rc;
+  }
   /* Slots are written at random: fault them all in now, not one by one in dispatch. */
   madvise(f->mf->mapped, (size_t)(40 + 4 * (int64_t)slot_num), MADV_POPULATE_WRITE);
   atomic_init(&f->index_count, 1);
@@ -169,6 +173,12 @@ void rmq_index_file_header(rmq_index_file *f, rmq_index_header *out) {
 
 bool rmq_index_file_is_full(rmq_index_file *f) {
   return atomic_load(&f->index_count) >= f->index_num;
+}
+
+int rmq_index_file_reserve_next(rmq_index_file *f, rmq_err *err) {
+  int64_t end = 40 + 4 * (int64_t)f->slot_num + 20 * ((int64_t)atomic_load(&f->index_count) + 1);
+  if (end > f->mf->file_size) return RMQ_OK; /* full: put_key refuses anyway */
+  return rmq_mapped_file_reserve(f->mf, (int32_t)end, err);
 }
 
 /* IF 88-146. */
@@ -495,11 +505,13 @@ static int writable_file(rmq_index_service *s, rmq_index_file **out, rmq_err *er
 static int put_key(rmq_index_service *s, rmq_index_file **f, const rmq_index_request *req,
                    const char *key, size_t key_len, rmq_err *err) {
   int32_t hash = rmq_index_key_hash(req->topic, req->topic_len, key, key_len);
+  int rc = rmq_index_file_reserve_next(*f, err);
+  if (rc != RMQ_OK) return rc;
   if (rmq_index_file_put_key(*f, hash, req->commit_log_offset, req->store_timestamp)) {
     return RMQ_OK;
   }
-  int rc = writable_file(s, f, err);
-  if (rc != RMQ_OK) return rc;
+  if ((rc = writable_file(s, f, err)) != RMQ_OK) return rc;
+  if ((rc = rmq_index_file_reserve_next(*f, err)) != RMQ_OK) return rc;
   if (!rmq_index_file_put_key(*f, hash, req->commit_log_offset, req->store_timestamp)) {
     return rmq_err_set(err, RMQ_EFULL, "new index file %s has no room for a key",
                        rmq_index_file_path(*f));

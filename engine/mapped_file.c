@@ -402,6 +402,11 @@ static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_e
                                   q->file_size, err);
   } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
     if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
+    /* Reserved whole: a consume queue is written by the dispatcher, which must not SIGBUS. */
+    if (rmq_mapped_file_reserve(mf, mf->file_size, err) != RMQ_OK) {
+      rmq_mapped_file_shutdown(mf, true);
+      return NULL;
+    }
     rmq_mapped_file_populate(mf, 0, mf->file_size);
   }
   if (mf == NULL) return NULL;

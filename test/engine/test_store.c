@@ -273,11 +273,45 @@ static void test_expect(const char *dir) {
   rmq_store_close(s);
 }
 
+/*
+** The dispatcher reserves its files too: a disk that is full when a consume
+** queue file is created stops dispatch with the reason, and the store then
+** refuses writes (fail-stop), where writing through a sparse mapping would
+** have raised SIGBUS in the dispatch thread.
+*/
+static void dispatch_disk_full(const char *dir, int nth, const char *file) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_err err = {0};
+  tu_msg t;
+  rmq_put_result r;
+  rmq_io_fault(RMQ_IO_FALLOCATE, nth, ENOSPC, -1);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Q", 0, "x", 1, "KEYS=k"), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_reput_wait_for(rmq_store_reput(s), r.physical_offset + r.size, 5000, &err),
+               RMQ_EPOISONED);
+  CHECK(strstr(err.msg, "dispatch stopped: dispatch to the consume queues and index failed: "
+                        "cannot allocate disk space for ") != NULL);
+  CHECK(strstr(err.msg, file) != NULL);
+  CHECK(strstr(err.msg, ": No space left on device") != NULL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Q", 0, "y", 1, ""), 1, &r, &err), RMQ_EPOISONED);
+  rmq_store_close(s);
+}
+
+/* Fallocate calls: the commit log's, the new consume queue file's, the new index file's. */
+static void test_dispatch_disk_full(const char *dir) {
+  dispatch_disk_full(dir, 2, "/consumequeue/Q/0/00000000000000000000 bytes 0..2000");
+  tu_rmrf(dir);
+  dispatch_disk_full(dir, 3, "/index/");
+}
+
 int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
                                    test_fsync_failure,  test_flush_timeout,
                                    test_open_failure,   test_dir_sync_failure,
-                                   test_disk_reservation, test_expect};
+                                   test_disk_reservation, test_expect,
+                                   test_dispatch_disk_full};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
