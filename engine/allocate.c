@@ -116,8 +116,9 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 ** maps pages writable without touching their bytes, so it is safe while the
 ** writer copies into the same segment. Only reserved disk blocks are taken
 ** (populating a sparse range is the slow path): those the writer reserved,
-** or, for an expected batch, those this thread reserves ahead. False when there is nothing to do (or the kernel lacks the call: then
-** appends fault as usual).
+** or, for an expected batch, those this thread reserves ahead. False when
+** there is nothing to do (or the kernel lacks the call: then appends fault
+** as usual).
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (mf->transient || svc->prefaulted >= mf->file_size) return false;

@@ -229,8 +229,9 @@ static int rewrite_delayed(rmq_commitlog *cl, rmq_message *m, char **props, rmq_
 /* ------------------------------------------------------------------ put */
 
 /* Small batches (every single put) live on the stack: no allocation per put. */
-#define POPULATE_BATCH_MIN (256 << 10)
 #define PUT_BATCH_INLINE 8
+/* A batch this large has its pages mapped in one call before it is copied. */
+#define POPULATE_BATCH_MIN (256 << 10)
 
 typedef struct put_batch {
   rmq_message *msgs;   /* working copies, store fields filled in */
