@@ -365,7 +365,7 @@ static void fill_results(rmq_commitlog *cl, const put_batch *b, rmq_put_result *
 }
 
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
-                      rmq_err *err) {
+                      int64_t *end_offset, rmq_err *err) {
   if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   put_batch b;
@@ -389,6 +389,7 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put
   }
   if (rc == RMQ_OK) {
     fill_results(cl, &b, results);
+    *end_offset = b.msgs[n - 1].physical_offset + b.lengths[n - 1];
     atomic_fetch_add(&cl->put_count, n);
   }
   batch_free(&b);

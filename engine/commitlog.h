@@ -74,10 +74,11 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 ** message with DELAY > 0 to SCHEDULE_TOPIC_XXXX (spec §2.10). Every record
 ** is checked first (topic, properties, body and record size limits); a bad
 ** one fails the whole call with RMQ_EINVAL naming the limit, and nothing is
-** appended. results[i] receive each record's offsets and msgId.
+** appended. results[i] receive each record's offsets and msgId (results may
+** be NULL); *end_offset, the offset just past the batch.
 */
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
-                      rmq_err *err);
+                      int64_t *end_offset, rmq_err *err);
 /*
 ** Make sure the writer has a segment to append to (the first one of a new
 ** store, or the next when the last is full), ahead of a coming batch, so that

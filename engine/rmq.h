@@ -68,7 +68,7 @@ void rmq_store_close(rmq_store *s);
 
 /*
 ** Append n messages as one contiguous batch (see rmq_commitlog_put for the
-** fields used and the checks). With flush='sync', returns only after the
+** fields used and the checks; results may be NULL). With flush='sync', returns only after the
 ** batch is on disk; a flush that fails or times out is an error
 ** (RMQ_EIO / RMQ_ETIMEOUT), never a silent success.
 */

@@ -403,11 +403,11 @@ static void record_latency(rmq_store *s, int64_t ns) {
 static int store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                      rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
-  int rc = rmq_commitlog_put(&s->commitlog, msgs, n, results, err);
+  int64_t end = 0;
+  int rc = rmq_commitlog_put(&s->commitlog, msgs, n, results, &end, err);
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
   if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
-  int64_t next = results[n - 1].physical_offset + results[n - 1].size;
-  return rmq_flush_wait(s->flush, next, err);
+  return rmq_flush_wait(s->flush, end, err);
 }
 
 void rmq_store_expect(rmq_store *s, int64_t bytes) {

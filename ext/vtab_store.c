@@ -1299,10 +1299,7 @@ static int store_begin(sqlite3_vtab *base) {
 static int store_sync(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   if (vt->npending == 0) return SQLITE_OK;
-  rmq_put_result *results = sqlite3_malloc64(sizeof *results * (size_t)vt->npending);
-  if (!results) return SQLITE_NOMEM;
-  int rc = append_rows(vt, vt->pending, vt->npending, results);
-  sqlite3_free(results);
+  int rc = append_rows(vt, vt->pending, vt->npending, NULL);
   /*
   ** Appended: forget the rows now, not at xCommit. A COMMIT that then fails
   ** on the database file (SQLITE_BUSY) stays open and calls xSync again when
