@@ -235,6 +235,7 @@ static int rewrite_delayed(rmq_commitlog *cl, rmq_message *m, char **props, rmq_
 
 typedef struct put_batch {
   rmq_message *msgs;   /* working copies, store fields filled in */
+  bool own_msgs;       /* msgs was allocated here (else: inline, or the caller's) */
   int32_t *lengths;
   char **props;        /* rebuilt properties of delayed messages */
   int n;
@@ -246,23 +247,29 @@ typedef struct put_batch {
 
 static void batch_free(put_batch *b) {
   for (int i = 0; b->props && i < b->n; i++) free(b->props[i]);
-  if (b->msgs != b->inline_msgs) {
+  if (b->lengths != b->inline_lengths) {
     free(b->props);
     free(b->lengths);
-    free(b->msgs);
   }
+  if (b->own_msgs) free(b->msgs);
 }
 
-static int batch_alloc(put_batch *b, int n, rmq_err *err) {
+/* Working copies in work when given (the caller's own array), else here. */
+static int batch_alloc(put_batch *b, int n, rmq_message *work, rmq_err *err) {
   b->n = n;
+  b->msgs = work;
+  b->own_msgs = false;
   if (n <= PUT_BATCH_INLINE) {
-    b->msgs = b->inline_msgs;
+    if (!work) b->msgs = b->inline_msgs;
     b->lengths = b->inline_lengths;
     b->props = b->inline_props;
     memset(b->props, 0, sizeof b->inline_props);
     return RMQ_OK;
   }
-  b->msgs = malloc((size_t)n * sizeof *b->msgs);
+  if (!work) {
+    b->msgs = malloc((size_t)n * sizeof *b->msgs);
+    b->own_msgs = true;
+  }
   b->lengths = malloc((size_t)n * sizeof *b->lengths);
   b->props = calloc((size_t)n, sizeof *b->props);
   if (!b->msgs || !b->lengths || !b->props) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
@@ -270,13 +277,13 @@ static int batch_alloc(put_batch *b, int n, rmq_err *err) {
 }
 
 /* Validate and prepare every record outside the lock. */
-static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, put_batch *b,
-                         rmq_err *err) {
-  int rc = batch_alloc(b, n, err);
+static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, rmq_message *work,
+                         put_batch *b, rmq_err *err) {
+  int rc = batch_alloc(b, n, work, err);
   if (rc != RMQ_OK) return rc;
   for (int i = 0; i < n; i++) {
     rmq_message *m = &b->msgs[i];
-    *m = in[i];
+    if (m != &in[i]) *m = in[i];
     rc = check_message(cl, m, i, err);
     if (rc == RMQ_OK) rc = rewrite_delayed(cl, m, &b->props[i], err);
     if (rc != RMQ_OK) return rc;
@@ -364,15 +371,17 @@ static void fill_results(rmq_commitlog *cl, const put_batch *b, rmq_put_result *
   }
 }
 
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
-                      int64_t *end_offset, rmq_err *err) {
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_message *work,
+                      rmq_put_result *results, int64_t *end_offset, rmq_err *err) {
   if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   put_batch b;
   b.msgs = NULL;
+  b.own_msgs = false;
+  b.lengths = b.inline_lengths;
   b.props = NULL;
   b.total = 0;
-  int rc = batch_prepare(cl, msgs, n, &b, err);
+  int rc = batch_prepare(cl, msgs, n, work, &b, err);
   if (rc == RMQ_OK) {
     put_lock(cl);
     int64_t now = rmq_now_ms();

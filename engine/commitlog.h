@@ -75,10 +75,13 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 ** is checked first (topic, properties, body and record size limits); a bad
 ** one fails the whole call with RMQ_EINVAL naming the limit, and nothing is
 ** appended. results[i] receive each record's offsets and msgId (results may
-** be NULL); *end_offset, the offset just past the batch.
+** be NULL); *end_offset, the offset just past the batch. The store fields are
+** filled into working copies: into work when given (which may be msgs
+** itself, for a caller done with them: a large batch then needs no copy),
+** else into copies allocated here.
 */
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
-                      int64_t *end_offset, rmq_err *err);
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_message *work,
+                      rmq_put_result *results, int64_t *end_offset, rmq_err *err);
 /*
 ** Make sure the writer has a segment to append to (the first one of a new
 ** store, or the next when the last is full), ahead of a coming batch, so that

@@ -74,6 +74,12 @@ void rmq_store_close(rmq_store *s);
 */
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err);
+/*
+** rmq_store_put for a caller that is done with msgs (a transaction's rows
+** at COMMIT): they serve as the working copies, so a large batch is not
+** copied, and their contents are unspecified afterwards. No results.
+*/
+int rmq_store_put_batch(rmq_store *s, rmq_message *msgs, int n, rmq_err *err);
 
 /*
 ** An append of about `bytes` is being built (a transaction's rows): the

@@ -400,11 +400,11 @@ static void record_latency(rmq_store *s, int64_t ns) {
   atomic_fetch_add_explicit(&s->latency_buckets[b], 1, memory_order_relaxed);
 }
 
-static int store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
-                     rmq_err *err) {
+static int store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_message *work,
+                     rmq_put_result *results, rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   int64_t end = 0;
-  int rc = rmq_commitlog_put(&s->commitlog, msgs, n, results, &end, err);
+  int rc = rmq_commitlog_put(&s->commitlog, msgs, n, work, results, &end, err);
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
   if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
   return rmq_flush_wait(s->flush, end, err);
@@ -417,14 +417,23 @@ void rmq_store_expect(rmq_store *s, int64_t bytes) {
 }
 
 /* One put in 16 per thread is timed: the clock costs more than a hot append. */
-int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
-                  rmq_err *err) {
+static int timed_put(rmq_store *s, const rmq_message *msgs, int n, rmq_message *work,
+                     rmq_put_result *results, rmq_err *err) {
   static _Thread_local unsigned calls;
-  if ((calls++ & 15) != 0) return store_put(s, msgs, n, results, err);
+  if ((calls++ & 15) != 0) return store_put(s, msgs, n, work, results, err);
   int64_t t0 = now_ns();
-  int rc = store_put(s, msgs, n, results, err);
+  int rc = store_put(s, msgs, n, work, results, err);
   if (rc == RMQ_OK) record_latency(s, now_ns() - t0);
   return rc;
+}
+
+int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
+                  rmq_err *err) {
+  return timed_put(s, msgs, n, NULL, results, err);
+}
+
+int rmq_store_put_batch(rmq_store *s, rmq_message *msgs, int n, rmq_err *err) {
+  return timed_put(s, msgs, n, msgs, NULL, err);
 }
 
 int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {

@@ -1211,11 +1211,10 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   return SQLITE_OK;
 }
 
-static int append_rows(store_vtab *vt, const rmq_message *msgs, int n, rmq_put_result *results) {
-  rmq_err err = {0};
-  int rc = rmq_store_put(vt->store, msgs, n, results, &err);
+/* An engine put's outcome as SQLite's: a full disk is SQLITE_FULL. */
+static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
   if (rc == RMQ_OK) return SQLITE_OK;
-  set_vtab_error(&vt->base, "%s", err.msg);
+  set_vtab_error(&vt->base, "%s", err->msg);
   return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
 }
 
@@ -1282,7 +1281,8 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     return SQLITE_OK;
   }
   rmq_put_result r;
-  rc = append_rows(vt, row, 1, &r);
+  rmq_err err = {0};
+  rc = put_result(vt, rmq_store_put(vt->store, row, 1, &r, &err), &err);
   pending_clear(vt, 0);
   if (rc == SQLITE_OK) *rowid = r.physical_offset;
   return rc;
@@ -1299,7 +1299,9 @@ static int store_begin(sqlite3_vtab *base) {
 static int store_sync(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   if (vt->npending == 0) return SQLITE_OK;
-  int rc = append_rows(vt, vt->pending, vt->npending, NULL);
+  rmq_err err = {0};
+  int rc = rmq_store_put_batch(vt->store, vt->pending, vt->npending, &err);
+  rc = put_result(vt, rc, &err);
   /*
   ** Appended: forget the rows now, not at xCommit. A COMMIT that then fails
   ** on the database file (SQLITE_BUSY) stays open and calls xSync again when

@@ -306,12 +306,52 @@ static void test_dispatch_disk_full(const char *dir) {
   dispatch_disk_full(dir, 3, "/index/");
 }
 
+/*
+** rmq_store_put_batch uses the caller's array as its working copies: the
+** records are the ones rmq_store_put writes, contiguous, a delayed one
+** included, in the inline (small) and the allocated (large) batch paths.
+*/
+static void test_put_batch_in_place(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  rmq_err err = {0};
+  int sizes[] = {3, 20};
+  int64_t offset = 0;
+  for (int k = 0; k < 2; k++) {
+    int n = sizes[k];
+    tu_msg t[20];
+    rmq_message msgs[20];
+    char body[20][8];
+    for (int i = 0; i < n; i++) {
+      snprintf(body[i], sizeof body[i], "b%d-%d", k, i);
+      msgs[i] = *tu_message(&t[i], "P", i % 2, body[i], (int)strlen(body[i]),
+                            i == 1 ? "DELAY=2" : "KEYS=x");
+    }
+    CHECK_EQ_INT(rmq_store_put_batch(s, msgs, n, &err), RMQ_OK);
+    for (int i = 0; i < n; i++) {
+      rmq_commitlog_ref ref;
+      rmq_message m;
+      CHECK_EQ_INT(rmq_commitlog_read_message(cl, offset, true, &ref, &m, &err), RMQ_OK);
+      CHECK(m.body_len == (int)strlen(body[i]) && memcmp(m.body, body[i], strlen(body[i])) == 0);
+      const char *topic = i == 1 ? "SCHEDULE_TOPIC_XXXX" : "P";
+      CHECK(m.topic_len == (int)strlen(topic) && memcmp(m.topic, topic, strlen(topic)) == 0);
+      CHECK_EQ_INT(m.queue_id, i == 1 ? 1 : i % 2);
+      offset += m.total_size;
+      rmq_commitlog_ref_release(&ref);
+    }
+  }
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), offset);
+  rmq_store_close(s);
+}
+
 int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
                                    test_fsync_failure,  test_flush_timeout,
                                    test_open_failure,   test_dir_sync_failure,
                                    test_disk_reservation, test_expect,
-                                   test_dispatch_disk_full};
+                                   test_dispatch_disk_full, test_put_batch_in_place};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
