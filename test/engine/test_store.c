@@ -323,7 +323,7 @@ static void test_put_batch_in_place(const char *dir) {
     int n = sizes[k];
     tu_msg t[20];
     rmq_message msgs[20];
-    char body[20][8];
+    char body[20][32];
     for (int i = 0; i < n; i++) {
       snprintf(body[i], sizeof body[i], "b%d-%d", k, i);
       msgs[i] = *tu_message(&t[i], "P", i % 2, body[i], (int)strlen(body[i]),
