@@ -191,17 +191,20 @@ static int check_message(rmq_commitlog *cl, const rmq_message *m, int i, rmq_err
 
 /* ---------------------------------------------------------- delay rewrite */
 
-/*
-** A message with DELAY > 0 (not prepared or rollback) is stored in
-** SCHEDULE_TOPIC_XXXX queue level-1 with REAL_TOPIC and REAL_QID added
-** (spec §2.10 step 2). *props receives the rebuilt properties (freed by caller).
-*/
-static int rewrite_delayed(rmq_commitlog *cl, rmq_message *m, char **props, rmq_err *err) {
-  *props = NULL;
-  if (is_transaction_skip(m->sys_flag) || cl->cfg.delay_level_count == 0) return RMQ_OK;
+/* The delay level of a message with DELAY > 0 (not prepared or rollback), else 0. */
+static int64_t delay_level(rmq_commitlog *cl, const rmq_message *m) {
+  if (is_transaction_skip(m->sys_flag) || cl->cfg.delay_level_count == 0) return 0;
   int64_t level = property_long(m, RMQ_PROPERTY_DELAY);
-  if (level <= 0) return RMQ_OK;
-  if (level > cl->cfg.delay_level_count) level = cl->cfg.delay_level_count;
+  if (level <= 0) return 0;
+  return level > cl->cfg.delay_level_count ? cl->cfg.delay_level_count : level;
+}
+
+/*
+** A delayed message is stored in SCHEDULE_TOPIC_XXXX queue level-1 with
+** REAL_TOPIC and REAL_QID added (spec §2.10 step 2). *props receives the
+** rebuilt properties (freed by caller).
+*/
+static int rewrite_delayed(rmq_message *m, int64_t level, char **props, rmq_err *err) {
   size_t cap = (size_t)m->properties_len + (size_t)m->topic_len + 64, len = 0;
   char qid[16];
   int qid_len = snprintf(qid, sizeof qid, "%d", m->queue_id);
@@ -276,6 +279,17 @@ static int batch_alloc(put_batch *b, int n, rmq_message *work, rmq_err *err) {
   return RMQ_OK;
 }
 
+/* Working copies after all, when the caller's array was to be used: b->n of in. */
+static int batch_own_copies(put_batch *b, const rmq_message *in, rmq_err *err) {
+  rmq_message *copy = b->n <= PUT_BATCH_INLINE ? b->inline_msgs
+                                               : malloc((size_t)b->n * sizeof *copy);
+  if (!copy) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  memcpy(copy, in, (size_t)b->n * sizeof *copy);
+  b->msgs = copy;
+  b->own_msgs = copy != b->inline_msgs;
+  return RMQ_OK;
+}
+
 /* Validate and prepare every record outside the lock. */
 static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, rmq_message *work,
                          put_batch *b, rmq_err *err) {
@@ -285,7 +299,12 @@ static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, rmq_me
     rmq_message *m = &b->msgs[i];
     if (m != &in[i]) *m = in[i];
     rc = check_message(cl, m, i, err);
-    if (rc == RMQ_OK) rc = rewrite_delayed(cl, m, &b->props[i], err);
+    int64_t level = rc == RMQ_OK ? delay_level(cl, m) : 0;
+    /* A rewrite must leave the caller's own array as it was: copy it first. */
+    if (level > 0 && m == &in[i] && (rc = batch_own_copies(b, in, err)) == RMQ_OK) {
+      m = &b->msgs[i];
+    }
+    if (rc == RMQ_OK && level > 0) rc = rewrite_delayed(m, level, &b->props[i], err);
     if (rc != RMQ_OK) return rc;
     m->store_host = cl->cfg.store_host;
     m->body_crc = rmq_body_crc(m->body, (size_t)m->body_len);
@@ -376,10 +395,6 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_mes
   if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   put_batch b;
-  b.msgs = NULL;
-  b.own_msgs = false;
-  b.lengths = b.inline_lengths;
-  b.props = NULL;
   b.total = 0;
   int rc = batch_prepare(cl, msgs, n, work, &b, err);
   if (rc == RMQ_OK) {

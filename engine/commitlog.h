@@ -77,8 +77,9 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 ** appended. results[i] receive each record's offsets and msgId (results may
 ** be NULL); *end_offset, the offset just past the batch. The store fields are
 ** filled into working copies: into work when given (which may be msgs
-** itself, for a caller done with them: a large batch then needs no copy),
-** else into copies allocated here.
+** itself: a large batch then needs no copy), else into copies allocated here.
+** In msgs, only fields the store assigns are ever written (a delayed message
+** is rewritten in a copy), so a batch that failed can be put again.
 */
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_message *work,
                       rmq_put_result *results, int64_t *end_offset, rmq_err *err);

@@ -46,6 +46,7 @@ static uint32_t crc32_slice8(uint32_t c, const uint8_t *p, size_t n) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CRC32_FOLD 1
 #include <immintrin.h>
 
 #define FOLD_TARGET __attribute__((target("pclmul,sse4.1")))
@@ -98,12 +99,6 @@ static bool cpu_can_fold(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 }
-#else
-static uint32_t crc32_fold(uint32_t c, const uint8_t *p, size_t n) {
-  return crc32_slice8(c, p, n);
-}
-
-static bool cpu_can_fold(void) { return false; }
 #endif
 
 static void crc32_init(void) {
@@ -118,19 +113,23 @@ static void crc32_init(void) {
       crc_tables[t][i] = (prev >> 8) ^ crc_tables[0][prev & 0xFF];
     }
   }
+#ifdef CRC32_FOLD
   crc_use_fold = cpu_can_fold();
+#endif
 }
 
 uint32_t rmq_crc32_update(uint32_t crc, const void *bytes, size_t len) {
   pthread_once(&crc_once, crc32_init);
   const uint8_t *p = bytes;
   uint32_t c = ~crc;
+#ifdef CRC32_FOLD
   if (crc_use_fold && len >= RMQ_CRC32_FOLD_MIN) {
     size_t folded = len & ~(size_t)15;
     c = crc32_fold(c, p, folded);
     p += folded;
     len -= folded;
   }
+#endif
   return ~crc32_slice8(c, p, len);
 }
 

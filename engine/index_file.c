@@ -37,9 +37,14 @@ static uint8_t *slot_at(rmq_index_file *f, int32_t key_hash) {
   return f->mf->mapped + RMQ_INDEX_HEADER_SIZE + (size_t)slot * RMQ_INDEX_SLOT_SIZE;
 }
 
+/* Where item k starts in the file; item 0 starts where the slots end. */
+static int64_t item_offset(const rmq_index_file *f, int64_t k) {
+  return RMQ_INDEX_HEADER_SIZE + (int64_t)f->slot_num * RMQ_INDEX_SLOT_SIZE +
+         k * RMQ_INDEX_ITEM_SIZE;
+}
+
 static uint8_t *item_at(rmq_index_file *f, int32_t k) {
-  return f->mf->mapped + RMQ_INDEX_HEADER_SIZE + (size_t)f->slot_num * RMQ_INDEX_SLOT_SIZE +
-         (size_t)k * RMQ_INDEX_ITEM_SIZE;
+  return f->mf->mapped + item_offset(f, k);
 }
 
 /*
@@ -105,12 +110,12 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, true, true, &f, err);
   if (rc != RMQ_OK) return rc;
-  if ((rc = rmq_mapped_file_reserve(f->mf, 40 + 4 * slot_num, err)) != RMQ_OK) {
+  if ((rc = rmq_mapped_file_reserve(f->mf, (int32_t)item_offset(f, 0), err)) != RMQ_OK) {
     rmq_index_file_close(f, true);
     return rc;
   }
   /* Slots are written at random: fault them all in now, not one by one in dispatch. */
-  madvise(f->mf->mapped, (size_t)(40 + 4 * (int64_t)slot_num), MADV_POPULATE_WRITE);
+  madvise(f->mf->mapped, (size_t)item_offset(f, 0), MADV_POPULATE_WRITE);
   atomic_init(&f->index_count, 1);
   /* IF 51-59: only these fields reach the mapping now; indexCount stays 0 on disk. */
   uint8_t *h = f->mf->mapped;
@@ -173,12 +178,6 @@ void rmq_index_file_header(rmq_index_file *f, rmq_index_header *out) {
 
 bool rmq_index_file_is_full(rmq_index_file *f) {
   return atomic_load(&f->index_count) >= f->index_num;
-}
-
-int rmq_index_file_reserve_next(rmq_index_file *f, rmq_err *err) {
-  int64_t end = 40 + 4 * (int64_t)f->slot_num + 20 * ((int64_t)atomic_load(&f->index_count) + 1);
-  if (end > f->mf->file_size) return RMQ_OK; /* full: put_key refuses anyway */
-  return rmq_mapped_file_reserve(f->mf, (int32_t)end, err);
 }
 
 /* IF 88-146. */
@@ -501,17 +500,28 @@ static int writable_file(rmq_index_service *s, rmq_index_file **out, rmq_err *er
   return last ? flush_full_file(s, last, err) : RMQ_OK;
 }
 
+/*
+** Allocate the disk blocks of f's next item (and RMQ_RESERVE_STEP beyond)
+** before it is written through the mapping, so that a full disk is an error
+** (RMQ_EFULL) and not SIGBUS. The header and slots are reserved at creation.
+*/
+static int reserve_next_item(rmq_index_file *f, rmq_err *err) {
+  int64_t end = item_offset(f, (int64_t)atomic_load(&f->index_count) + 1);
+  if (end > f->mf->file_size) return RMQ_OK; /* full: put_key refuses anyway */
+  return rmq_mapped_file_reserve(f->mf, (int32_t)end, err);
+}
+
 /* IS putKey: put into *f, rolling to a new file when it is full. */
 static int put_key(rmq_index_service *s, rmq_index_file **f, const rmq_index_request *req,
                    const char *key, size_t key_len, rmq_err *err) {
   int32_t hash = rmq_index_key_hash(req->topic, req->topic_len, key, key_len);
-  int rc = rmq_index_file_reserve_next(*f, err);
+  int rc = reserve_next_item(*f, err);
   if (rc != RMQ_OK) return rc;
   if (rmq_index_file_put_key(*f, hash, req->commit_log_offset, req->store_timestamp)) {
     return RMQ_OK;
   }
   if ((rc = writable_file(s, f, err)) != RMQ_OK) return rc;
-  if ((rc = rmq_index_file_reserve_next(*f, err)) != RMQ_OK) return rc;
+  if ((rc = reserve_next_item(*f, err)) != RMQ_OK) return rc;
   if (!rmq_index_file_put_key(*f, hash, req->commit_log_offset, req->store_timestamp)) {
     return rmq_err_set(err, RMQ_EFULL, "new index file %s has no room for a key",
                        rmq_index_file_path(*f));

@@ -97,13 +97,6 @@ void rmq_index_file_header(rmq_index_file *f, rmq_index_header *out);
 bool rmq_index_file_is_full(rmq_index_file *f);
 
 /*
-** Allocate the disk blocks of the next item (and RMQ_RESERVE_STEP beyond)
-** before it is written through the mapping, so that a full disk is an error
-** (RMQ_EFULL) and not SIGBUS. The header and slots are reserved at creation.
-*/
-int rmq_index_file_reserve_next(rmq_index_file *f, rmq_err *err);
-
-/*
 ** putKey (spec §6.3) with the key's hash: write item indexCount (timeDiff
 ** from the CURRENT beginTimestamp, 0 while it is <= 0, clamped to
 ** [0, INT32_MAX]), chain it in its slot, then update the header; the first

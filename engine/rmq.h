@@ -75,9 +75,11 @@ void rmq_store_close(rmq_store *s);
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err);
 /*
-** rmq_store_put for a caller that is done with msgs (a transaction's rows
-** at COMMIT): they serve as the working copies, so a large batch is not
-** copied, and their contents are unspecified afterwards. No results.
+** rmq_store_put with msgs as the working copies (a transaction's rows at
+** COMMIT), so that a large batch is not copied: the store writes the fields
+** it assigns (offsets, store time and host, body CRC, host bits of sys_flag)
+** into them, and nothing else, so a batch that failed can be put again.
+** No results.
 */
 int rmq_store_put_batch(rmq_store *s, rmq_message *msgs, int n, rmq_err *err);
 

@@ -346,12 +346,49 @@ static void test_put_batch_in_place(const char *dir) {
   rmq_store_close(s);
 }
 
+/*
+** A batch put in place that fails leaves the caller's messages as they were,
+** a delayed one included (its rewrite goes to a copy), so it can be put again.
+*/
+static void test_put_batch_retry(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_err err = {0};
+  static char body[SEG / 3];
+  memset(body, 'r', sizeof body);
+  tu_msg t[3];
+  rmq_message msgs[3];
+  for (int i = 0; i < 3; i++) {
+    msgs[i] = *tu_message(&t[i], "R", 0, body, sizeof body, i == 1 ? "DELAY=2" : "");
+  }
+  rmq_message before = msgs[1];
+  CHECK_EQ_INT(rmq_store_put_batch(s, msgs, 3, &err), RMQ_EINVAL);
+  CHECK(strstr(err.msg, "commitlog_file_size") != NULL);
+  CHECK(msgs[1].topic == before.topic && msgs[1].queue_id == 0);
+  CHECK(msgs[1].properties == before.properties && msgs[1].properties_len == before.properties_len);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put_batch(s, msgs, 3, &err), RMQ_EINVAL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_put_batch(s, msgs, 2, &err), RMQ_OK);
+  rmq_commitlog_ref ref;
+  rmq_message m;
+  int64_t second = rmq_message_length(0, sizeof body, 1, 0, false);
+  CHECK_EQ_INT(rmq_commitlog_read_message(rmq_store_commitlog(s), second, true, &ref, &m, &err),
+               RMQ_OK);
+  CHECK(m.topic_len == 19 && memcmp(m.topic, "SCHEDULE_TOPIC_XXXX", 19) == 0);
+  CHECK_EQ_INT(m.queue_id, 1);
+  rmq_commitlog_ref_release(&ref);
+  rmq_store_close(s);
+}
+
 int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
                                    test_fsync_failure,  test_flush_timeout,
                                    test_open_failure,   test_dir_sync_failure,
                                    test_disk_reservation, test_expect,
-                                   test_dispatch_disk_full, test_put_batch_in_place};
+                                   test_dispatch_disk_full, test_put_batch_in_place,
+                                   test_put_batch_retry};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
