@@ -110,8 +110,9 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 /*
 ** Allocate the file's disk blocks (fallocate) below `upto` and RMQ_RESERVE_STEP
-** beyond, unless done already; the CommitLog writer calls it before it
-** writes. A full disk is then an error of the put that needs the space, where
+** beyond, unless done already; writers call it before they write (the
+** CommitLog writer; the dispatcher, for consume-queue and index files). A
+** full disk is then an error of the write that needs the space, where
 ** a sparse mapping would raise SIGBUS at the first write to a page; and a
 ** page fault on reserved blocks skips ext4's per-page delayed allocation,
 ** which makes pre-faulting several times faster. File systems without
