@@ -7,9 +7,12 @@
 ** is identified by its path, so asking twice for the same file (the writer's
 ** "next" becomes the following call's "this") never creates it twice.
 **
-** Between requests the same thread pre-faults the writer's segment a window
+** Between requests the same thread maps in staging chunks for transactions
+** being built (staging.h), then pre-faults the writer's segment a window
 ** ahead of its write position (an addition to RocketMQ, whose only remedy is
 ** warming whole files): page faults then happen off the append path.
+** Staging comes first: an inserting thread needs its chunk now, the commit
+** log's pages only at COMMIT.
 */
 #include "allocate.h"
 
@@ -38,6 +41,7 @@ struct rmq_allocate_service {
   rmq_service_thread thread;
   bool warm;
   rmq_transient_store_pool *pool;
+  rmq_staging_pool *staging;
   pthread_mutex_t mu;
   pthread_cond_t done_cond;
   allocate_request *head;
@@ -156,13 +160,16 @@ static void allocate_run(rmq_service_thread *st) {
   while (!rmq_service_thread_stopped(st)) {
     pthread_mutex_lock(&svc->mu);
     allocate_request *r = pending_request(svc);
-    rmq_mapped_file *cur = r ? NULL : take_current(svc, &seen);
     pthread_mutex_unlock(&svc->mu);
     /* Only this thread serves requests, and only the writer removes served ones. */
     if (r) {
       create_file(svc, r);
       continue;
     }
+    if (svc->staging && rmq_staging_fill_step(svc->staging)) continue;
+    pthread_mutex_lock(&svc->mu);
+    rmq_mapped_file *cur = take_current(svc, &seen);
+    pthread_mutex_unlock(&svc->mu);
     bool worked = cur && prefault_step(svc, cur);
     bool done = !cur || svc->prefaulted >= cur->file_size;
     if (cur) rmq_mapped_file_release(cur);
@@ -181,16 +188,20 @@ void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   rmq_service_thread_wakeup(&svc->thread);
 }
 
+void rmq_allocate_wakeup(rmq_allocate_service *svc) { rmq_service_thread_wakeup(&svc->thread); }
+
 void rmq_allocate_expect(rmq_allocate_service *svc, int64_t bytes) {
   int64_t old = atomic_exchange(&svc->expected, bytes);
   if (bytes > old) rmq_service_thread_wakeup(&svc->thread);
 }
 
-rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool) {
+rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool,
+                                               rmq_staging_pool *staging) {
   rmq_allocate_service *svc = calloc(1, sizeof *svc);
   if (!svc) return NULL;
   svc->warm = warm;
   svc->pool = pool;
+  svc->staging = staging;
   pthread_mutex_init(&svc->mu, NULL);
   rmq_cond_init_monotonic(&svc->done_cond);
   rmq_service_thread_init(&svc->thread, "AllocateMappedFileService", allocate_run, svc);

@@ -18,10 +18,12 @@
 #include <stdint.h>
 
 #include "mapped_file.h"
+#include "staging.h"
 
 #define RMQ_ALLOCATE_WAIT_MS 5000
 
-rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool);
+rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool,
+                                               rmq_staging_pool *staging);
 int rmq_allocate_service_start(rmq_allocate_service *svc, rmq_err *err);
 /* Stop the thread, delete unclaimed pre-created files, free. */
 void rmq_allocate_service_free(rmq_allocate_service *svc);
@@ -39,6 +41,8 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
 /* Pre-fault that many bytes more ahead: a batch of about that size is coming (0: none). */
 void rmq_allocate_expect(rmq_allocate_service *svc, int64_t bytes);
+/* Look for work now (a staging chunk was taken). */
+void rmq_allocate_wakeup(rmq_allocate_service *svc);
 
 rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err);
 void rmq_transient_store_pool_free(rmq_transient_store_pool *pool);

@@ -25,6 +25,7 @@
 #include "message.h"
 #include "reput.h"
 #include "rmq_err.h"
+#include "staging.h"
 
 typedef struct rmq_config {
   bool flush_sync;                  /* flush='sync': puts return once on disk */
@@ -91,6 +92,15 @@ int rmq_store_put_batch(rmq_store *s, rmq_message *msgs, int n, rmq_err *err);
 ** works the same without it.
 */
 void rmq_store_expect(rmq_store *s, int64_t bytes);
+
+/*
+** Memory for a transaction's rows: a chunk of RMQ_STAGING_CHUNK bytes whose
+** pages the allocation thread mapped in ahead (staging.h). NULL when out of
+** memory or the store is read-only. Every chunk goes back (give) before the
+** store is closed.
+*/
+void *rmq_store_staging_take(rmq_store *s);
+void rmq_store_staging_give(rmq_store *s, void *chunk);
 
 /*
 ** Put latency (whole rmq_store_put, sync flush included) at a quantile

@@ -45,6 +45,7 @@ struct rmq_store {
   rmq_cq_table *cqs;
   rmq_index_service index;
   rmq_transient_store_pool *pool;
+  rmq_staging_pool *staging;
   rmq_allocate_service *allocate;
   rmq_flush_service *flush;
   rmq_reput_service *reput;
@@ -288,7 +289,9 @@ static int start_services(rmq_store *s, rmq_err *err) {
     if (!s->pool) return err->code;
     q->pool = s->pool;
   }
-  s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool);
+  s->staging = rmq_staging_pool_new();
+  if (s->staging) s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool,
+                                                         s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   q->allocate = s->allocate;
   rmq_flush_config fc = {
@@ -370,6 +373,7 @@ void rmq_store_close(rmq_store *s) {
   rmq_cq_flush_service_free(s->cq_flush);
   rmq_allocate_service_free(s->allocate);
   s->commitlog.mfq.allocate = NULL;
+  rmq_staging_pool_free(s->staging);
   rmq_err err = {0};
   bool clean = started && !atomic_load(&s->commitlog.poisoned) &&
                rmq_cq_table_flush(s->cqs, 0, &err) == RMQ_OK &&
@@ -414,6 +418,18 @@ void rmq_store_expect(rmq_store *s, int64_t bytes) {
   if (!s->allocate) return;
   if (bytes > 0) rmq_commitlog_open_segment(&s->commitlog);
   rmq_allocate_expect(s->allocate, bytes);
+}
+
+void *rmq_store_staging_take(rmq_store *s) {
+  if (!s->staging) return NULL;
+  bool fill = false;
+  void *chunk = rmq_staging_take(s->staging, &fill);
+  if (fill && s->allocate) rmq_allocate_wakeup(s->allocate);
+  return chunk;
+}
+
+void rmq_store_staging_give(rmq_store *s, void *chunk) {
+  if (chunk) rmq_staging_give(s->staging, chunk);
 }
 
 /* One put in 16 per thread is timed: the clock costs more than a hot append. */

@@ -93,11 +93,11 @@ enum {
 /*
 ** Rows inserted inside a transaction wait for COMMIT in `pending`, a plain
 ** array of messages ready for rmq_store_put; their topic, body and
-** properties live in an arena of large blocks that is emptied at COMMIT or
-** ROLLBACK (a ROLLBACK TO only forgets rows: their bytes wait for the end).
-** No allocation per row: the INSERT path is hot.
+** properties live in an arena of the store's staging chunks, whose pages its
+** allocation thread maps in ahead (staging.h). The arena is emptied at
+** COMMIT or ROLLBACK (a ROLLBACK TO only forgets rows: their bytes wait for
+** the end). No allocation per row: the INSERT path is hot.
 */
-#define ARENA_BLOCK (1 << 20)
 /*
 ** Each time a transaction's rows grow by this much, the engine is told how
 ** large the coming append is, so that its allocation thread prepares the
@@ -108,6 +108,7 @@ enum {
 typedef struct arena_block {
   struct arena_block *next;
   size_t used, cap;
+  bool staged;  /* a staging chunk; else malloc'ed, for a row larger than a chunk */
   char data[];
 } arena_block;
 
@@ -199,41 +200,68 @@ static int store_ready(store_vtab *vt) {
   return set_vtab_error(&vt->base, "%s", err.msg);
 }
 
-/* n bytes from the arena; a row larger than a block gets a block of its own. */
+static arena_block *arena_block_new(store_vtab *vt, size_t n) {
+  bool staged = n <= RMQ_STAGING_CHUNK - sizeof(arena_block);
+  arena_block *b = staged ? rmq_store_staging_take(vt->store) : malloc(sizeof *b + n);
+  if (!b) return NULL;
+  b->used = 0;
+  b->cap = staged ? RMQ_STAGING_CHUNK - sizeof *b : n;
+  b->staged = staged;
+  b->next = vt->arena;
+  vt->arena = b;
+  return b;
+}
+
+static void arena_block_free(store_vtab *vt, arena_block *b) {
+  if (b->staged) {
+    rmq_store_staging_give(vt->store, b);
+  } else {
+    free(b);
+  }
+}
+
+/* n bytes from the arena. */
 static char *arena_alloc(store_vtab *vt, size_t n) {
   arena_block *b = vt->arena;
-  if (!b || b->cap - b->used < n) {
-    size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
-    if ((b = malloc(sizeof *b + cap)) == NULL) return NULL;
-    b->used = 0;
-    b->cap = cap;
-    b->next = vt->arena;
-    vt->arena = b;
-  }
+  if (!b || b->cap - b->used < n) b = arena_block_new(vt, n);
+  if (!b) return NULL;
   char *p = b->data + b->used;
   b->used += n;
   return p;
 }
 
-/* Forget rows past keep; with keep 0 the arena is emptied too (one block stays for reuse). */
+/* Give every block back; with keep_one, the newest staging chunk stays, emptied. */
+static void arena_clear(store_vtab *vt, bool keep_one) {
+  arena_block *kept = NULL;
+  while (vt->arena) {
+    arena_block *b = vt->arena;
+    vt->arena = b->next;
+    if (keep_one && !kept && b->staged) {
+      kept = b;
+    } else {
+      arena_block_free(vt, b);
+    }
+  }
+  if (kept) {
+    kept->next = NULL;
+    kept->used = 0;
+  }
+  vt->arena = kept;
+}
+
+/* Forget rows past keep; with keep 0 the arena is emptied too (one chunk stays for reuse). */
 static void pending_clear(store_vtab *vt, int keep) {
   if (vt->npending > keep) vt->npending = keep;
   if (keep > 0) return;
   if (vt->pending_bytes >= EXPECT_STEP) rmq_store_expect(vt->store, 0);
   vt->pending_bytes = 0;
-  if (!vt->arena) return;
-  while (vt->arena->next) {
-    arena_block *b = vt->arena;
-    vt->arena = b->next;
-    free(b);
-  }
-  vt->arena->used = 0;
+  arena_clear(vt, true);
 }
 
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   pending_clear(vt, 0);
-  free(vt->arena);
+  arena_clear(vt, false);
   sqlite3_free(vt->pending);
   sqlite3_free(vt->savepoints);
   rmq_uniq_key_gen_free(vt->uniq);

@@ -1,0 +1,88 @@
+/*
+** staging.c: the pool of transaction staging chunks (see staging.h).
+**
+** Ready chunks form a stack, so the warmest (most recently returned) chunk
+** is handed out first. The filler maps a chunk in outside the mutex: only
+** pushing it takes the lock.
+*/
+#include "staging.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct rmq_staging_pool {
+  pthread_mutex_t mu;
+  void *ready[RMQ_STAGING_KEEP];
+  int nready;
+  int out;   /* chunks taken and not yet given back */
+  bool want; /* a take found fewer than RMQ_STAGING_AHEAD ready: fill up */
+};
+
+rmq_staging_pool *rmq_staging_pool_new(void) {
+  rmq_staging_pool *p = calloc(1, sizeof *p);
+  if (p) pthread_mutex_init(&p->mu, NULL);
+  return p;
+}
+
+void rmq_staging_pool_free(rmq_staging_pool *p) {
+  if (!p) return;
+  for (int i = 0; i < p->nready; i++) munmap(p->ready[i], RMQ_STAGING_CHUNK);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+static void *map_chunk(void) {
+  void *c = mmap(NULL, RMQ_STAGING_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  return c == MAP_FAILED ? NULL : c;
+}
+
+void *rmq_staging_take(rmq_staging_pool *p, bool *fill) {
+  pthread_mutex_lock(&p->mu);
+  void *c = p->nready > 0 ? p->ready[--p->nready] : NULL;
+  p->out++;
+  /* Wake the filler once per shortfall, not on every take. */
+  *fill = !p->want && p->nready < RMQ_STAGING_AHEAD;
+  if (*fill) p->want = true;
+  pthread_mutex_unlock(&p->mu);
+  if (!c && !(c = map_chunk())) rmq_staging_give(p, NULL);
+  return c;
+}
+
+/* Give back a chunk (NULL: only count a failed take back). */
+void rmq_staging_give(rmq_staging_pool *p, void *chunk) {
+  pthread_mutex_lock(&p->mu);
+  p->out--;
+  bool keep = chunk && p->nready < RMQ_STAGING_KEEP;
+  if (keep) p->ready[p->nready++] = chunk;
+  pthread_mutex_unlock(&p->mu);
+  if (chunk && !keep) munmap(chunk, RMQ_STAGING_CHUNK);
+}
+
+/* Whether to fill; a pool with no chunk out has no transaction to fill for. */
+static bool wanted(rmq_staging_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  if (p->out == 0 || p->nready >= RMQ_STAGING_AHEAD) p->want = false;
+  bool w = p->want;
+  pthread_mutex_unlock(&p->mu);
+  return w;
+}
+
+bool rmq_staging_fill_step(rmq_staging_pool *p) {
+  if (!wanted(p)) return false;
+  void *c = map_chunk();
+  if (!c) return false;
+  /* Without the call (Linux < 5.14) the chunk is handed out unmapped: only slower. */
+  madvise(c, RMQ_STAGING_CHUNK, MADV_POPULATE_WRITE);
+  pthread_mutex_lock(&p->mu);
+  bool keep = p->nready < RMQ_STAGING_KEEP;
+  if (keep) p->ready[p->nready++] = c;
+  pthread_mutex_unlock(&p->mu);
+  if (!keep) munmap(c, RMQ_STAGING_CHUNK);
+  return keep;
+}
