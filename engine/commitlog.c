@@ -238,7 +238,6 @@ static int rewrite_delayed(rmq_message *m, int64_t level, char **props, rmq_err 
 
 typedef struct put_batch {
   rmq_message *msgs;   /* working copies, store fields filled in */
-  bool own_msgs;       /* msgs was allocated here (else: inline, or the caller's) */
   int32_t *lengths;
   char **props;        /* rebuilt properties of delayed messages */
   int n;
@@ -250,83 +249,88 @@ typedef struct put_batch {
 
 static void batch_free(put_batch *b) {
   for (int i = 0; b->props && i < b->n; i++) free(b->props[i]);
-  if (b->lengths != b->inline_lengths) {
+  if (b->msgs != b->inline_msgs) {
+    free(b->msgs);
     free(b->props);
     free(b->lengths);
   }
-  if (b->own_msgs) free(b->msgs);
 }
 
-/* Working copies in work when given (the caller's own array), else here. */
-static int batch_alloc(put_batch *b, int n, rmq_message *work, rmq_err *err) {
+static int batch_alloc(put_batch *b, int n, rmq_err *err) {
   b->n = n;
-  b->msgs = work;
-  b->own_msgs = false;
   if (n <= PUT_BATCH_INLINE) {
-    if (!work) b->msgs = b->inline_msgs;
+    b->msgs = b->inline_msgs;
     b->lengths = b->inline_lengths;
     b->props = b->inline_props;
     memset(b->props, 0, sizeof b->inline_props);
     return RMQ_OK;
   }
-  if (!work) {
-    b->msgs = malloc((size_t)n * sizeof *b->msgs);
-    b->own_msgs = true;
-  }
+  b->msgs = malloc((size_t)n * sizeof *b->msgs);
   b->lengths = malloc((size_t)n * sizeof *b->lengths);
   b->props = calloc((size_t)n, sizeof *b->props);
   if (!b->msgs || !b->lengths || !b->props) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   return RMQ_OK;
 }
 
-/* Working copies after all, when the caller's array was to be used: b->n of in. */
-static int batch_own_copies(put_batch *b, const rmq_message *in, rmq_err *err) {
-  rmq_message *copy = b->n <= PUT_BATCH_INLINE ? b->inline_msgs
-                                               : malloc((size_t)b->n * sizeof *copy);
-  if (!copy) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  memcpy(copy, in, (size_t)b->n * sizeof *copy);
-  b->msgs = copy;
-  b->own_msgs = copy != b->inline_msgs;
-  return RMQ_OK;
+/*
+** Check message i (m, a working copy) and fill in what the store sets before
+** the lock: a delayed message's rewrite (*props: its new properties, for the
+** caller to free), store host, body CRC and host bits. Returns the record's
+** length, or -1 with err.
+*/
+static int32_t prepare_message(rmq_commitlog *cl, rmq_message *m, int i, char **props,
+                               rmq_err *err) {
+  int rc = check_message(cl, m, i, err);
+  int64_t level = rc == RMQ_OK ? delay_level(cl, m) : 0;
+  if (rc == RMQ_OK && level > 0) rc = rewrite_delayed(m, level, props, err);
+  if (rc != RMQ_OK) return -1;
+  m->store_host = cl->cfg.store_host;
+  m->body_crc = rmq_body_crc(m->body, (size_t)m->body_len);
+  m->sys_flag &= ~(RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6);
+  if (m->born_host.v6) m->sys_flag |= RMQ_SYSFLAG_BORNHOST_V6;
+  if (m->store_host.v6) m->sys_flag |= RMQ_SYSFLAG_STOREHOST_V6;
+  int32_t len = rmq_message_length(m->sys_flag, m->body_len, m->topic_len, m->properties_len,
+                                   false);
+  if (len > cl->cfg.max_message_size + 65536) {
+    rmq_err_set(err, RMQ_EINVAL,
+                "message %d: record is %d bytes, more than max_message_size + 64 KiB", i, len);
+    return -1;
+  }
+  return len;
+}
+
+/* A batch of `total` bytes must fit in one segment with its BLANK. */
+static int check_batch_size(rmq_commitlog *cl, int n, int64_t total, rmq_err *err) {
+  if (total + RMQ_END_FILE_MIN_BLANK_LENGTH <= cl->cfg.file_size) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EINVAL,
+                     "%d message(s) of %lld bytes do not fit in one commitlog segment of %d "
+                     "bytes (commitlog_file_size)",
+                     n, (long long)total, cl->cfg.file_size);
 }
 
 /* Validate and prepare every record outside the lock. */
-static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, rmq_message *work,
-                         put_batch *b, rmq_err *err) {
-  int rc = batch_alloc(b, n, work, err);
+static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, put_batch *b,
+                         rmq_err *err) {
+  int rc = batch_alloc(b, n, err);
   if (rc != RMQ_OK) return rc;
   for (int i = 0; i < n; i++) {
-    rmq_message *m = &b->msgs[i];
-    if (m != &in[i]) *m = in[i];
-    rc = check_message(cl, m, i, err);
-    int64_t level = rc == RMQ_OK ? delay_level(cl, m) : 0;
-    /* A rewrite must leave the caller's own array as it was: copy it first. */
-    if (level > 0 && m == &in[i] && (rc = batch_own_copies(b, in, err)) == RMQ_OK) {
-      m = &b->msgs[i];
-    }
-    if (rc == RMQ_OK && level > 0) rc = rewrite_delayed(m, level, &b->props[i], err);
-    if (rc != RMQ_OK) return rc;
-    m->store_host = cl->cfg.store_host;
-    m->body_crc = rmq_body_crc(m->body, (size_t)m->body_len);
-    m->sys_flag &= ~(RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6);
-    if (m->born_host.v6) m->sys_flag |= RMQ_SYSFLAG_BORNHOST_V6;
-    if (m->store_host.v6) m->sys_flag |= RMQ_SYSFLAG_STOREHOST_V6;
-    b->lengths[i] = rmq_message_length(m->sys_flag, m->body_len, m->topic_len,
-                                       m->properties_len, false);
-    if (b->lengths[i] > cl->cfg.max_message_size + 65536) {
-      return rmq_err_set(err, RMQ_EINVAL,
-                         "message %d: record is %d bytes, more than max_message_size + 64 KiB", i,
-                         b->lengths[i]);
+    b->msgs[i] = in[i];
+    if ((b->lengths[i] = prepare_message(cl, &b->msgs[i], i, &b->props[i], err)) < 0) {
+      return err->code;
     }
     b->total += b->lengths[i];
   }
-  if (b->total + RMQ_END_FILE_MIN_BLANK_LENGTH > cl->cfg.file_size) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "%d message(s) of %lld bytes do not fit in one commitlog segment of %d "
-                       "bytes (commitlog_file_size)",
-                       n, (long long)b->total, cl->cfg.file_size);
-  }
-  return RMQ_OK;
+  return check_batch_size(cl, n, b->total, err);
+}
+
+int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *in, uint8_t *buf, size_t cap,
+                             rmq_err *err) {
+  rmq_message m = *in;
+  char *props = NULL;
+  int32_t len = prepare_message(cl, &m, 0, &props, err);
+  if (len > 0 && (size_t)len <= cap) rmq_message_encode(&m, buf, cap);
+  free(props);
+  return len;
 }
 
 /* Close mf with a BLANK record over its unused tail and move to a new segment. */
@@ -357,15 +361,34 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_er
   return mf;
 }
 
-/* Encode the batch into mf at its write position; called under the put lock. */
+/* After a failure at message `upto`: give back the queue offsets taken before it. */
+static void unput(rmq_commitlog *cl, const put_batch *b, int upto) {
+  for (int i = 0; i < upto; i++) {
+    const rmq_message *m = &b->msgs[i];
+    tqt_entry *e = is_transaction_skip(m->sys_flag)
+                       ? NULL
+                       : tqt_get(cl->tqt, m->topic, (size_t)m->topic_len, m->queue_id);
+    if (e) e->next_offset--;
+  }
+}
+
+/*
+** Encode the batch into mf at its write position; called under the put lock.
+** A failure publishes nothing: queue offsets are given back and the bytes
+** written zeroed, lest recovery take them for records after a crash.
+*/
 static int append_batch(rmq_commitlog *cl, rmq_mapped_file *mf, put_batch *b, int64_t now,
                         rmq_err *err) {
-  int32_t pos = rmq_mapped_file_wrote(mf);
+  int32_t start = rmq_mapped_file_wrote(mf), pos = start;
   uint8_t *base = rmq_mapped_file_write_base(mf);
   for (int i = 0; i < b->n; i++) {
     rmq_message *m = &b->msgs[i];
     tqt_entry *e = tqt_get(cl->tqt, m->topic, (size_t)m->topic_len, m->queue_id);
-    if (!e) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    if (!e) {
+      unput(cl, b, i);
+      memset(base + start, 0, (size_t)(pos - start));
+      return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    }
     bool skip = is_transaction_skip(m->sys_flag);
     m->queue_offset = skip ? 0 : e->next_offset;
     m->physical_offset = mf->file_from_offset + pos;
@@ -390,24 +413,29 @@ static void fill_results(rmq_commitlog *cl, const put_batch *b, rmq_put_result *
   }
 }
 
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_message *work,
+/* Under the put lock: refuse when poisoned, else the segment to append `total` bytes to. */
+static rmq_mapped_file *locked_segment(rmq_commitlog *cl, int64_t total, rmq_err *err) {
+  if (atomic_load(&cl->poisoned)) {
+    rmq_err_set(err, RMQ_EPOISONED, "the store refuses writes until it is reopened: %s",
+                cl->poison_msg);
+    return NULL;
+  }
+  return writable_segment(cl, total, err);
+}
+
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
                       rmq_put_result *results, int64_t *end_offset, rmq_err *err) {
   if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   put_batch b;
   b.total = 0;
-  int rc = batch_prepare(cl, msgs, n, work, &b, err);
+  int rc = batch_prepare(cl, msgs, n, &b, err);
   if (rc == RMQ_OK) {
     put_lock(cl);
     int64_t now = rmq_now_ms();
     atomic_store(&cl->begin_time_in_lock, now);
-    if (atomic_load(&cl->poisoned)) {
-      rc = rmq_err_set(err, RMQ_EPOISONED, "the store refuses writes until it is reopened: %s",
-                       cl->poison_msg);
-    } else {
-      rmq_mapped_file *mf = writable_segment(cl, b.total, err);
-      rc = mf ? append_batch(cl, mf, &b, now, err) : err->code;
-    }
+    rmq_mapped_file *mf = locked_segment(cl, b.total, err);
+    rc = mf ? append_batch(cl, mf, &b, now, err) : err->code;
     atomic_store(&cl->begin_time_in_lock, 0);
     put_unlock(cl);
   }
@@ -418,6 +446,141 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_mes
   }
   batch_free(&b);
   return rc;
+}
+
+/* ------------------------------------------------- put of encoded records */
+
+/* Where the fields an encoded put fills sit in a v1 record, by its SYSFLAG. */
+#define REC_QUEUE_OFFSET 20
+#define REC_PHYSICAL_OFFSET 28
+#define REC_SYS_FLAG 36
+#define REC_BORN_HOST 48
+static size_t host_len(int32_t sys_flag, int32_t v6_bit) { return sys_flag & v6_bit ? 20 : 8; }
+
+/* A v1 record's shortest length: no body, a 1-byte topic, no properties, IPv4 hosts. */
+#define REC_MIN_LEN 91
+
+/* What an encoded put reads of a record, and where its store time goes. */
+typedef struct record_head {
+  int32_t len, sys_flag, queue_id;
+  const char *topic;
+  size_t topic_len;
+  size_t store_timestamp_at;
+} record_head;
+
+/* Read rec's head; false (with err) if rec is not a whole v1 record of at most room bytes. */
+static bool read_head(const uint8_t *rec, size_t room, record_head *h, rmq_err *err) {
+  h->len = room >= REC_MIN_LEN ? rmq_get32(rec) : 0;
+  if (h->len < REC_MIN_LEN || (size_t)h->len > room || rmq_get32(rec + 4) != RMQ_MAGIC_V1) {
+    rmq_err_set(err, RMQ_EINVAL, "the batch holds a record the store did not encode");
+    return false;
+  }
+  h->sys_flag = rmq_get32(rec + REC_SYS_FLAG);
+  h->queue_id = rmq_get32(rec + 12);
+  h->store_timestamp_at = REC_BORN_HOST + host_len(h->sys_flag, RMQ_SYSFLAG_BORNHOST_V6);
+  size_t body_len_at =
+      h->store_timestamp_at + 8 + host_len(h->sys_flag, RMQ_SYSFLAG_STOREHOST_V6) + 12;
+  size_t topic_at = body_len_at + 4 + (uint32_t)rmq_get32(rec + body_len_at);
+  if (topic_at >= (size_t)h->len || topic_at + 1 + rec[topic_at] > (size_t)h->len) {
+    rmq_err_set(err, RMQ_EINVAL, "the batch holds a record the store did not encode");
+    return false;
+  }
+  h->topic = (const char *)rec + topic_at + 1;
+  h->topic_len = rec[topic_at];
+  return true;
+}
+
+/* The record's queue in the topic-queue table; *last is tried first. */
+static tqt_entry *record_queue(rmq_commitlog *cl, const record_head *h, tqt_entry **last) {
+  tqt_entry *e = *last;
+  if (e && e->queue_id == h->queue_id && e->topic_len == h->topic_len &&
+      memcmp(e->topic, h->topic, h->topic_len) == 0) {
+    return e;
+  }
+  return *last = tqt_get(cl->tqt, h->topic, h->topic_len, h->queue_id);
+}
+
+/* Fill in record rec's queue offset, physical offset and store time. */
+static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const record_head *h, int64_t offset,
+                         int64_t now, tqt_entry **last, rmq_err *err) {
+  tqt_entry *e = record_queue(cl, h, last);
+  if (!e) {
+    rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    return false;
+  }
+  bool skip = is_transaction_skip(h->sys_flag);
+  rmq_put64(rec + REC_QUEUE_OFFSET, skip ? 0 : e->next_offset);
+  rmq_put64(rec + REC_PHYSICAL_OFFSET, offset);
+  rmq_put64(rec + h->store_timestamp_at, now);
+  if (!skip) e->next_offset++;
+  return true;
+}
+
+/* Give back the queue offsets stamped before a failure at span `upto`, byte `at`. */
+static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t at) {
+  tqt_entry *last = NULL;
+  rmq_err ignored = {0};
+  for (int i = 0; i <= upto; i++) {
+    size_t end = i < upto ? spans[i].len : at;
+    record_head h;
+    for (size_t p = 0; p < end && read_head(spans[i].data + p, end - p, &h, &ignored); p += h.len) {
+      tqt_entry *e = is_transaction_skip(h.sys_flag) ? NULL : record_queue(cl, &h, &last);
+      if (e) e->next_offset--;
+    }
+  }
+}
+
+/*
+** Stamp the records of the spans and copy them into mf; under the put lock.
+** A bad record fails the batch before anything is published: its queue
+** offsets are given back and the bytes copied so far zeroed, lest recovery
+** take them for records after a crash.
+*/
+static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans,
+                          int nspans, int64_t total, int64_t now, rmq_err *err) {
+  int32_t start = rmq_mapped_file_wrote(mf), pos = start;
+  uint8_t *base = rmq_mapped_file_write_base(mf);
+  /* A transaction's rows usually go to one queue, or a few: look again only on a change. */
+  tqt_entry *last = NULL;
+  for (int i = 0; i < nspans; i++) {
+    record_head h;
+    for (size_t at = 0; at < spans[i].len; at += (size_t)h.len) {
+      int64_t offset = mf->file_from_offset + pos + (int64_t)at;
+      if (!read_head(spans[i].data + at, spans[i].len - at, &h, err) ||
+          !stamp_record(cl, spans[i].data + at, &h, offset, now, &last, err)) {
+        unstamp(cl, spans, i, at);
+        memset(base + start, 0, (size_t)(pos - start));
+        return err->code;
+      }
+    }
+    memcpy(base + pos, spans[i].data, spans[i].len);
+    pos += (int32_t)spans[i].len;
+  }
+  atomic_store(&mf->store_timestamp, now);
+  rmq_mapped_file_advance(mf, (int32_t)total);
+  return RMQ_OK;
+}
+
+int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                              int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
+  if (count <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
+  if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
+  int64_t total = 0;
+  for (int i = 0; i < nspans; i++) total += (int64_t)spans[i].len;
+  int rc = check_batch_size(cl, count, total, err);
+  if (rc != RMQ_OK) return rc;
+  put_lock(cl);
+  int64_t now = rmq_now_ms();
+  atomic_store(&cl->begin_time_in_lock, now);
+  rmq_mapped_file *mf = locked_segment(cl, total, err);
+  if (mf) *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
+  rc = mf ? append_encoded(cl, mf, spans, nspans, total, now, err) : err->code;
+  atomic_store(&cl->begin_time_in_lock, 0);
+  put_unlock(cl);
+  if (rc != RMQ_OK) return rc;
+  *end_offset = *first_offset + total;
+  atomic_fetch_add(&cl->put_count, count);
+  return RMQ_OK;
 }
 
 void rmq_commitlog_open_segment(rmq_commitlog *cl) {

@@ -75,14 +75,36 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 ** is checked first (topic, properties, body and record size limits); a bad
 ** one fails the whole call with RMQ_EINVAL naming the limit, and nothing is
 ** appended. results[i] receive each record's offsets and msgId (results may
-** be NULL); *end_offset, the offset just past the batch. The store fields are
-** filled into working copies: into work when given (which may be msgs
-** itself: a large batch then needs no copy), else into copies allocated here.
-** In msgs, only fields the store assigns are ever written (a delayed message
-** is rewritten in a copy), so a batch that failed can be put again.
+** be NULL); *end_offset, the offset just past the batch.
 */
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_message *work,
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
                       rmq_put_result *results, int64_t *end_offset, rmq_err *err);
+
+/*
+** Encode m into buf (cap bytes) as rmq_commitlog_put would append it:
+** checked the same way, a delayed message rewritten, body CRC, store host
+** and host bits filled in; queue offset, physical offset and store time are
+** left for rmq_commitlog_put_encoded. Returns the record's length (when it
+** exceeds cap, nothing was written: call again with room), or -1 with err.
+*/
+int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *m, uint8_t *buf, size_t cap,
+                             rmq_err *err);
+
+/* Bytes holding whole encoded records, end to end. */
+typedef struct rmq_span {
+  uint8_t *data;
+  size_t len;
+} rmq_span;
+
+/*
+** Append the `count` records that rmq_commitlog_encode wrote into spans, in
+** order, as one contiguous batch (the same size limit as rmq_commitlog_put).
+** Each record's queue offset, physical offset and store time are written
+** into the spans, then the spans are copied: a batch that failed can be put
+** again as it is. *first_offset, *end_offset: where the batch starts and ends.
+*/
+int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                              int64_t *first_offset, int64_t *end_offset, rmq_err *err);
 /*
 ** Make sure the writer has a segment to append to (the first one of a new
 ** store, or the next when the last is full), ahead of a coming batch, so that

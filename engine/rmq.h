@@ -76,13 +76,21 @@ void rmq_store_close(rmq_store *s);
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err);
 /*
-** rmq_store_put with msgs as the working copies (a transaction's rows at
-** COMMIT), so that a large batch is not copied: the store writes the fields
-** it assigns (offsets, store time and host, body CRC, host bits of sys_flag)
-** into them, and nothing else, so a batch that failed can be put again.
-** No results.
+** A transaction's rows, encoded as they are inserted and appended at COMMIT
+** with one copy: rmq_store_encode writes message m into buf (cap bytes) as
+** the record the store will append (checked as rmq_store_put checks, a
+** delayed message rewritten, body CRC and store host filled in) and returns
+** its length; a length above cap means nothing was written (call again with
+** room); -1, an error. rmq_store_put_encoded appends `count` such records,
+** laid end to end in spans, as one contiguous batch: it writes each one's
+** queue offset, physical offset and store time into the spans, then copies
+** them (so a batch that failed can be put again). *first_offset: the first
+** record's offset. Flushing as rmq_store_put.
 */
-int rmq_store_put_batch(rmq_store *s, rmq_message *msgs, int n, rmq_err *err);
+int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t cap,
+                         rmq_err *err);
+int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int count,
+                          int64_t *first_offset, rmq_err *err);
 
 /*
 ** An append of about `bytes` is being built (a transaction's rows): the

@@ -404,11 +404,22 @@ static void record_latency(rmq_store *s, int64_t ns) {
   atomic_fetch_add_explicit(&s->latency_buckets[b], 1, memory_order_relaxed);
 }
 
-static int store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_message *work,
-                     rmq_put_result *results, rmq_err *err) {
+/* What a put appends: messages, or records rmq_store_encode wrote (spans). */
+typedef struct put_args {
+  const rmq_message *msgs;
+  rmq_put_result *results;
+  const rmq_span *spans;
+  int nspans;
+  int n;                 /* messages, or records in the spans */
+  int64_t *first_offset; /* spans: where the batch starts */
+} put_args;
+
+static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   int64_t end = 0;
-  int rc = rmq_commitlog_put(&s->commitlog, msgs, n, work, results, &end, err);
+  int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n,
+                                                a->first_offset, &end, err)
+                    : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
   if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
   return rmq_flush_wait(s->flush, end, err);
@@ -433,23 +444,30 @@ void rmq_store_staging_give(rmq_store *s, void *chunk) {
 }
 
 /* One put in 16 per thread is timed: the clock costs more than a hot append. */
-static int timed_put(rmq_store *s, const rmq_message *msgs, int n, rmq_message *work,
-                     rmq_put_result *results, rmq_err *err) {
+static int timed_put(rmq_store *s, const put_args *a, rmq_err *err) {
   static _Thread_local unsigned calls;
-  if ((calls++ & 15) != 0) return store_put(s, msgs, n, work, results, err);
+  if ((calls++ & 15) != 0) return store_put(s, a, err);
   int64_t t0 = now_ns();
-  int rc = store_put(s, msgs, n, work, results, err);
+  int rc = store_put(s, a, err);
   if (rc == RMQ_OK) record_latency(s, now_ns() - t0);
   return rc;
 }
 
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err) {
-  return timed_put(s, msgs, n, NULL, results, err);
+  put_args a = {.msgs = msgs, .n = n, .results = results};
+  return timed_put(s, &a, err);
 }
 
-int rmq_store_put_batch(rmq_store *s, rmq_message *msgs, int n, rmq_err *err) {
-  return timed_put(s, msgs, n, msgs, NULL, err);
+int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t cap,
+                         rmq_err *err) {
+  return rmq_commitlog_encode(&s->commitlog, m, buf, cap, err);
+}
+
+int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int count,
+                          int64_t *first_offset, rmq_err *err) {
+  put_args a = {.spans = spans, .nspans = nspans, .n = count, .first_offset = first_offset};
+  return timed_put(s, &a, err);
 }
 
 int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {

@@ -91,12 +91,13 @@ enum {
 /* ------------------------------------------------------------ the table */
 
 /*
-** Rows inserted inside a transaction wait for COMMIT in `pending`, a plain
-** array of messages ready for rmq_store_put; their topic, body and
-** properties live in an arena of the store's staging chunks, whose pages its
-** allocation thread maps in ahead (staging.h). The arena is emptied at
-** COMMIT or ROLLBACK (a ROLLBACK TO only forgets rows: their bytes wait for
-** the end). No allocation per row: the INSERT path is hot.
+** Rows inserted inside a transaction wait for COMMIT as the records the
+** store will append (rmq_store_encode), end to end in an arena of the store's
+** staging chunks, whose pages its allocation thread maps in ahead
+** (staging.h). COMMIT appends the arena's blocks with one copy, the store
+** filling in offsets and store time (rmq_store_put_encoded). The arena is
+** emptied at COMMIT or ROLLBACK and cut back at ROLLBACK TO. Nothing is
+** allocated per row: the INSERT path is hot.
 */
 /*
 ** Each time a transaction's rows grow by this much, the engine is told how
@@ -109,8 +110,15 @@ typedef struct arena_block {
   struct arena_block *next;
   size_t used, cap;
   bool staged;  /* a staging chunk; else malloc'ed, for a row larger than a chunk */
-  char data[];
+  uint8_t data[];
 } arena_block;
+
+/* Where the arena ended when a savepoint was opened. */
+typedef struct arena_mark {
+  arena_block *block; /* the newest block then, NULL if none */
+  size_t used;
+  int npending;
+} arena_mark;
 
 typedef struct store_vtab {
   sqlite3_vtab base;
@@ -126,11 +134,10 @@ typedef struct store_vtab {
   char last_host_text[64];/* the born_host text parsed last, and its value */
   size_t last_host_len;
   rmq_host last_host;
-  rmq_message *pending;   /* rows of the open transaction */
-  int npending, cap;
-  arena_block *arena;     /* their bytes; the newest block first */
-  int64_t pending_bytes;  /* their records' size, about; the engine is told as it grows */
-  int *savepoints;        /* npending at each open savepoint level */
+  int npending;           /* rows of the open transaction */
+  arena_block *arena;     /* their records; the newest block first */
+  int64_t pending_bytes;  /* their records' size; the engine is told as it grows */
+  arena_mark *savepoints; /* the arena at each open savepoint level */
   int nsavepoints, savepoint_cap;
 } store_vtab;
 
@@ -220,16 +227,6 @@ static void arena_block_free(store_vtab *vt, arena_block *b) {
   }
 }
 
-/* n bytes from the arena. */
-static char *arena_alloc(store_vtab *vt, size_t n) {
-  arena_block *b = vt->arena;
-  if (!b || b->cap - b->used < n) b = arena_block_new(vt, n);
-  if (!b) return NULL;
-  char *p = b->data + b->used;
-  b->used += n;
-  return p;
-}
-
 /* Give every block back; with keep_one, the newest staging chunk stays, emptied. */
 static void arena_clear(store_vtab *vt, bool keep_one) {
   arena_block *kept = NULL;
@@ -249,20 +246,33 @@ static void arena_clear(store_vtab *vt, bool keep_one) {
   vt->arena = kept;
 }
 
-/* Forget rows past keep; with keep 0 the arena is emptied too (one chunk stays for reuse). */
-static void pending_clear(store_vtab *vt, int keep) {
-  if (vt->npending > keep) vt->npending = keep;
-  if (keep > 0) return;
+/* Forget the transaction's rows (one chunk stays for reuse). */
+static void pending_clear(store_vtab *vt) {
+  vt->npending = 0;
   if (vt->pending_bytes >= EXPECT_STEP) rmq_store_expect(vt->store, 0);
   vt->pending_bytes = 0;
   arena_clear(vt, true);
 }
 
+/* Cut the arena back to a savepoint's mark. */
+static void pending_rollback(store_vtab *vt, const arena_mark *m) {
+  if (!m->block) {
+    pending_clear(vt);
+    return;
+  }
+  while (vt->arena != m->block) {
+    arena_block *b = vt->arena;
+    vt->arena = b->next;
+    arena_block_free(vt, b);
+  }
+  m->block->used = m->used;
+  vt->npending = m->npending;
+}
+
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  pending_clear(vt, 0);
+  pending_clear(vt);
   arena_clear(vt, false);
-  sqlite3_free(vt->pending);
   sqlite3_free(vt->savepoints);
   rmq_uniq_key_gen_free(vt->uniq);
   rmq_registry_release(vt->store);
@@ -1205,12 +1215,52 @@ static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *
   return SQLITE_OK;
 }
 
+/* An engine call's outcome as SQLite's: a full disk is SQLITE_FULL. */
+static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
+  if (rc == RMQ_OK) return SQLITE_OK;
+  set_vtab_error(&vt->base, "%s", err->msg);
+  return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
+}
+
+/* Tell the engine each time the transaction's records grow by another EXPECT_STEP. */
+static void expect_pending(store_vtab *vt, int32_t len) {
+  int64_t before = vt->pending_bytes;
+  vt->pending_bytes += len;
+  if (vt->pending_bytes / EXPECT_STEP != before / EXPECT_STEP) {
+    rmq_store_expect(vt->store, vt->pending_bytes);
+  }
+}
+
 /*
-** Check one inserted row and copy it into *out: its topic, body and
-** properties go to the arena (reset by the caller after an autocommit put).
+** Encode m at the arena's end (a new block when it does not fit). Returns
+** the record, *len its length; NULL with *errmsg (or out of memory).
 */
-static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, rmq_message *out,
-                     char **errmsg) {
+static uint8_t *stage_message(store_vtab *vt, const rmq_message *m, int32_t *len,
+                              char **errmsg) {
+  rmq_err err = {0};
+  arena_block *b = vt->arena;
+  size_t room = b ? b->cap - b->used : 0;
+  *len = rmq_store_encode(vt->store, m, b ? b->data + b->used : NULL, room, &err);
+  if (*len > 0 && (size_t)*len > room) {
+    if ((b = arena_block_new(vt, (size_t)*len)) == NULL) return NULL;
+    *len = rmq_store_encode(vt->store, m, b->data, b->cap, &err);
+  }
+  if (*len < 0) {
+    *errmsg = sqlite3_mprintf("%s", err.msg);
+    return NULL;
+  }
+  uint8_t *rec = b->data + b->used;
+  b->used += (size_t)*len;
+  vt->npending++;
+  return rec;
+}
+
+/*
+** Check one inserted row and stage it: *rec, *len receive its record at the
+** arena's end.
+*/
+static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, uint8_t **rec,
+                     int32_t *len, char **errmsg) {
   char props[RMQ_MAX_PROPERTIES_LEN + 1];
   row_builder b = {.vt = vt, .props = props, .errmsg = errmsg};
   rmq_message m = {0};
@@ -1223,49 +1273,15 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   if (rc == SQLITE_OK) rc = build_properties(&b, cols);
   if (rc == SQLITE_OK) rc = producer_fields(&b, cols, &m);
   if (rc != SQLITE_OK) return rc;
-  size_t tlen = b.topic_len;
-  char *buf = arena_alloc(vt, tlen + (size_t)body_len + b.props_len);
-  if (!buf) return SQLITE_NOMEM;
-  memcpy(buf, b.topic, tlen);
-  if (body_len) memcpy(buf + tlen, body, (size_t)body_len);
-  memcpy(buf + tlen + body_len, props, b.props_len);
-  m.topic = buf;
-  m.topic_len = (int32_t)tlen;
-  m.body = (const uint8_t *)buf + tlen;
+  m.topic = b.topic;
+  m.topic_len = (int32_t)b.topic_len;
+  m.body = body;
   m.body_len = body_len;
-  m.properties = buf + tlen + body_len;
+  m.properties = props;
   m.properties_len = (int32_t)b.props_len;
-  *out = m;
-  return SQLITE_OK;
-}
-
-/* An engine put's outcome as SQLite's: a full disk is SQLITE_FULL. */
-static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
-  if (rc == RMQ_OK) return SQLITE_OK;
-  set_vtab_error(&vt->base, "%s", err->msg);
-  return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
-}
-
-/* Count a pending row's record (about: hosts taken as IPv6) and pass each EXPECT_STEP on. */
-static void expect_pending(store_vtab *vt, const rmq_message *m) {
-  int64_t before = vt->pending_bytes;
-  vt->pending_bytes += rmq_message_length(RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6,
-                                          m->body_len, m->topic_len, m->properties_len, false);
-  if (vt->pending_bytes / EXPECT_STEP != before / EXPECT_STEP) {
-    rmq_store_expect(vt->store, vt->pending_bytes);
-  }
-}
-
-/* A slot for one more pending row. */
-static rmq_message *pending_slot(store_vtab *vt) {
-  if (vt->npending == vt->cap) {
-    int cap = vt->cap ? vt->cap * 2 : 64;
-    rmq_message *p = sqlite3_realloc64(vt->pending, sizeof *p * (size_t)cap);
-    if (!p) return NULL;
-    vt->pending = p;
-    vt->cap = cap;
-  }
-  return &vt->pending[vt->npending];
+  if ((*rec = stage_message(vt, &m, len, errmsg)) != NULL) return SQLITE_OK;
+  /* The engine's own checks are limits too (a delayed message's grown properties). */
+  return *errmsg ? SQLITE_CONSTRAINT : SQLITE_NOMEM;
 }
 
 static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
@@ -1284,9 +1300,9 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     return SQLITE_READONLY;
   }
   char *errmsg = NULL;
-  rmq_message *row = pending_slot(vt);
-  if (!row) return SQLITE_NOMEM;
-  rc = build_row(vt, argv[1], argv + 2, row, &errmsg);
+  uint8_t *rec;
+  int32_t len;
+  rc = build_row(vt, argv[1], argv + 2, &rec, &len, &errmsg);
   if (rc == SQLITE_CONSTRAINT && sqlite3_vtab_on_conflict(vt->db) == SQLITE_IGNORE) {
     /*
     ** SQLite skips the row itself when it gets SQLITE_CONSTRAINT under OR
@@ -1304,15 +1320,15 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   if (!sqlite3_get_autocommit(vt->db)) {
     /* Offsets are assigned at COMMIT, when the batch is appended. */
     *rowid = -1;
-    vt->npending++;
-    expect_pending(vt, row);
+    expect_pending(vt, len);
     return SQLITE_OK;
   }
-  rmq_put_result r;
+  rmq_span span = {rec, (size_t)len};
+  int64_t offset = 0;
   rmq_err err = {0};
-  rc = put_result(vt, rmq_store_put(vt->store, row, 1, &r, &err), &err);
-  pending_clear(vt, 0);
-  if (rc == SQLITE_OK) *rowid = r.physical_offset;
+  rc = put_result(vt, rmq_store_put_encoded(vt->store, &span, 1, 1, &offset, &err), &err);
+  pending_clear(vt);
+  if (rc == SQLITE_OK) *rowid = offset;
   return rc;
 }
 
@@ -1323,25 +1339,42 @@ static int store_begin(sqlite3_vtab *base) {
   return SQLITE_OK;
 }
 
+/* The arena's blocks, oldest first, as spans; NULL when out of memory. */
+static rmq_span *pending_spans(store_vtab *vt, int *n) {
+  *n = 0;
+  for (arena_block *b = vt->arena; b; b = b->next) *n += b->used > 0;
+  rmq_span *spans = sqlite3_malloc64(sizeof *spans * (size_t)(*n ? *n : 1));
+  int i = *n;
+  for (arena_block *b = vt->arena; spans && b; b = b->next) {
+    if (b->used > 0) spans[--i] = (rmq_span){b->data, b->used};
+  }
+  return spans;
+}
+
 /* COMMIT appends the transaction's rows here, so that a failure can still roll it back. */
 static int store_sync(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   if (vt->npending == 0) return SQLITE_OK;
+  int nspans;
+  rmq_span *spans = pending_spans(vt, &nspans);
+  if (!spans) return SQLITE_NOMEM;
   rmq_err err = {0};
-  int rc = rmq_store_put_batch(vt->store, vt->pending, vt->npending, &err);
+  int64_t first;
+  int rc = rmq_store_put_encoded(vt->store, spans, nspans, vt->npending, &first, &err);
+  sqlite3_free(spans);
   rc = put_result(vt, rc, &err);
   /*
   ** Appended: forget the rows now, not at xCommit. A COMMIT that then fails
   ** on the database file (SQLITE_BUSY) stays open and calls xSync again when
   ** retried, which must not append them a second time.
   */
-  if (rc == SQLITE_OK) pending_clear(vt, 0);
+  if (rc == SQLITE_OK) pending_clear(vt);
   return rc;
 }
 
 static int store_commit(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  pending_clear(vt, 0);
+  pending_clear(vt);
   vt->nsavepoints = 0;
   return SQLITE_OK;
 }
@@ -1353,14 +1386,14 @@ static int store_savepoint(sqlite3_vtab *base, int level) {
   store_vtab *vt = (store_vtab *)base;
   if (level >= vt->savepoint_cap) {
     int cap = level + 8;
-    int *grown = sqlite3_realloc64(vt->savepoints, sizeof *grown * (size_t)cap);
+    arena_mark *grown = sqlite3_realloc64(vt->savepoints, sizeof *grown * (size_t)cap);
     if (!grown) return SQLITE_NOMEM;
     vt->savepoints = grown;
     vt->savepoint_cap = cap;
   }
-  int *p = vt->savepoints;
-  for (int i = vt->nsavepoints; i < level; i++) p[i] = vt->npending;
-  p[level] = vt->npending;
+  arena_mark now = {vt->arena, vt->arena ? vt->arena->used : 0, vt->npending};
+  for (int i = vt->nsavepoints; i < level; i++) vt->savepoints[i] = now;
+  vt->savepoints[level] = now;
   vt->nsavepoints = level + 1;
   return SQLITE_OK;
 }
@@ -1374,7 +1407,7 @@ static int store_release(sqlite3_vtab *base, int level) {
 static int store_rollback_to(sqlite3_vtab *base, int level) {
   store_vtab *vt = (store_vtab *)base;
   if (level < vt->nsavepoints) {
-    pending_clear(vt, vt->savepoints[level]);
+    pending_rollback(vt, &vt->savepoints[level]);
     vt->nsavepoints = level + 1;
   }
   return SQLITE_OK;

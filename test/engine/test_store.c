@@ -306,78 +306,123 @@ static void test_dispatch_disk_full(const char *dir) {
   dispatch_disk_full(dir, 3, "/index/");
 }
 
+/* Encode message m at buf's end (len bytes used so far of cap). */
+static void encode_into(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t *len,
+                        size_t cap) {
+  rmq_err err = {0};
+  int32_t n = rmq_store_encode(s, m, buf + *len, cap - *len, &err);
+  CHECK(n > 0 && (size_t)n <= cap - *len);
+  if (n > 0 && (size_t)n <= cap - *len) *len += (size_t)n;
+}
+
 /*
-** rmq_store_put_batch uses the caller's array as its working copies: the
-** records are the ones rmq_store_put writes, contiguous, a delayed one
-** included, in the inline (small) and the allocated (large) batch paths.
+** Records encoded ahead and put as one batch from two spans read back as
+** rmq_store_put would have written them: offsets per queue, the physical
+** offset, the store time, a delayed message rewritten; a second batch
+** continues where the first ended.
 */
-static void test_put_batch_in_place(const char *dir) {
+static void test_put_encoded(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
-  int sizes[] = {3, 20};
-  int64_t offset = 0;
-  for (int k = 0; k < 2; k++) {
-    int n = sizes[k];
-    tu_msg t[20];
-    rmq_message msgs[20];
-    char body[20][32];
-    for (int i = 0; i < n; i++) {
-      snprintf(body[i], sizeof body[i], "b%d-%d", k, i);
-      msgs[i] = *tu_message(&t[i], "P", i % 2, body[i], (int)strlen(body[i]),
-                            i == 1 ? "DELAY=2" : "KEYS=x");
+  static uint8_t a[4096], b[4096];
+  size_t alen = 0, blen = 0;
+  tu_msg t;
+  /* Too little room: the length comes back, nothing is written. */
+  a[0] = 0x5a;
+  int32_t need = rmq_store_encode(s, tu_message(&t, "P", 0, "b0", 2, "KEYS=x"), a, 10, &err);
+  CHECK_EQ_INT(need, rmq_message_length(0, 2, 1, 6, false)); /* KEYS\1x */
+  CHECK_EQ_INT(a[0], 0x5a);
+  char body[5][8];
+  for (int round = 0; round < 2; round++) {
+    alen = blen = 0;
+    for (int i = 0; i < 5; i++) {
+      snprintf(body[i], sizeof body[i], "b%d", i);
+      const rmq_message *m = tu_message(&t, "P", i % 2, body[i], (int)strlen(body[i]),
+                                        i == 3 ? "DELAY=2" : "KEYS=x");
+      if (i < 2) encode_into(s, m, a, &alen, sizeof a);
+      else encode_into(s, m, b, &blen, sizeof b);
     }
-    CHECK_EQ_INT(rmq_store_put_batch(s, msgs, n, &err), RMQ_OK);
-    for (int i = 0; i < n; i++) {
+    rmq_span spans[2] = {{a, alen}, {b, blen}};
+    int64_t first = -1;
+    int64_t before = rmq_commitlog_max_offset(cl);
+    CHECK_EQ_INT(rmq_store_put_encoded(s, spans, 2, 5, &first, &err), RMQ_OK);
+    CHECK_EQ_INT(first, before);
+    CHECK_EQ_INT(rmq_commitlog_max_offset(cl), before + (int64_t)(alen + blen));
+    int64_t offset = first;
+    for (int i = 0; i < 5; i++) {
       rmq_commitlog_ref ref;
       rmq_message m;
       CHECK_EQ_INT(rmq_commitlog_read_message(cl, offset, true, &ref, &m, &err), RMQ_OK);
       CHECK(m.body_len == (int)strlen(body[i]) && memcmp(m.body, body[i], strlen(body[i])) == 0);
-      const char *topic = i == 1 ? "SCHEDULE_TOPIC_XXXX" : "P";
+      const char *topic = i == 3 ? "SCHEDULE_TOPIC_XXXX" : "P";
       CHECK(m.topic_len == (int)strlen(topic) && memcmp(m.topic, topic, strlen(topic)) == 0);
-      CHECK_EQ_INT(m.queue_id, i == 1 ? 1 : i % 2);
+      CHECK_EQ_INT(m.queue_id, i == 3 ? 1 : i % 2);
+      /* Queue 0 gets messages 0, 2, 4 of each round; queue 1 gets 1; delay level 2 gets 3. */
+      int64_t expected = i == 3 ? round : i == 1 ? round : 3 * round + i / 2;
+      CHECK_EQ_INT(m.queue_offset, expected);
+      CHECK_EQ_INT(m.physical_offset, offset);
+      CHECK(m.store_timestamp > 0);
       offset += m.total_size;
       rmq_commitlog_ref_release(&ref);
     }
   }
-  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), offset);
   rmq_store_close(s);
 }
 
 /*
-** A batch put in place that fails leaves the caller's messages as they were,
-** a delayed one included (its rewrite goes to a copy), so it can be put again.
+** A batch that fails leaves the spans fit to be put again: too large for a
+** segment (nothing written), or holding a record the store did not encode
+** (queue offsets given back, nothing published, the bytes copied zeroed).
 */
-static void test_put_batch_retry(const char *dir) {
+static void test_put_encoded_failures(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
+  rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
   static char body[SEG / 3];
   memset(body, 'r', sizeof body);
-  tu_msg t[3];
-  rmq_message msgs[3];
+  static uint8_t buf[SEG + SEG / 2];
+  size_t len = 0;
+  tu_msg t;
   for (int i = 0; i < 3; i++) {
-    msgs[i] = *tu_message(&t[i], "R", 0, body, sizeof body, i == 1 ? "DELAY=2" : "");
+    encode_into(s, tu_message(&t, "R", 0, body, sizeof body, i == 1 ? "DELAY=2" : ""), buf, &len,
+                sizeof buf);
   }
-  rmq_message before = msgs[1];
-  CHECK_EQ_INT(rmq_store_put_batch(s, msgs, 3, &err), RMQ_EINVAL);
+  int64_t first;
+  rmq_span all = {buf, len};
+  CHECK_EQ_INT(rmq_store_put_encoded(s, &all, 1, 3, &first, &err), RMQ_EINVAL);
   CHECK(strstr(err.msg, "commitlog_file_size") != NULL);
-  CHECK(msgs[1].topic == before.topic && msgs[1].queue_id == 0);
-  CHECK(msgs[1].properties == before.properties && msgs[1].properties_len == before.properties_len);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), 0);
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_store_put_batch(s, msgs, 3, &err), RMQ_EINVAL);
+  /* One good span, then garbage: the first span's offsets are given back. */
+  static uint8_t junk[200];
+  memset(junk, 0x11, sizeof junk);
+  size_t one = (size_t)rmq_get32(buf);
+  rmq_span bad[2] = {{buf, one}, {junk, sizeof junk}};
+  CHECK_EQ_INT(rmq_store_put_encoded(s, bad, 2, 2, &first, &err), RMQ_EINVAL);
+  CHECK(strstr(err.msg, "did not encode") != NULL);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), 0);
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_store_put_batch(s, msgs, 2, &err), RMQ_OK);
   rmq_commitlog_ref ref;
   rmq_message m;
-  int64_t second = rmq_message_length(0, sizeof body, 1, 0, false);
-  CHECK_EQ_INT(rmq_commitlog_read_message(rmq_store_commitlog(s), second, true, &ref, &m, &err),
-               RMQ_OK);
+  CHECK(rmq_commitlog_read_message(cl, 0, true, &ref, &m, &err) != RMQ_OK);
+  rmq_err_clear(&err);
+  /* The first two, as they were: offsets from 0 again. */
+  size_t two = one + (size_t)rmq_get32(buf + one);
+  rmq_span good = {buf, two};
+  CHECK_EQ_INT(rmq_store_put_encoded(s, &good, 1, 2, &first, &err), RMQ_OK);
+  CHECK_EQ_INT(first, 0);
+  CHECK_EQ_INT(rmq_commitlog_read_message(cl, 0, true, &ref, &m, &err), RMQ_OK);
+  CHECK_EQ_INT(m.queue_offset, 0);
+  rmq_commitlog_ref_release(&ref);
+  CHECK_EQ_INT(rmq_commitlog_read_message(cl, (int64_t)one, true, &ref, &m, &err), RMQ_OK);
   CHECK(m.topic_len == 19 && memcmp(m.topic, "SCHEDULE_TOPIC_XXXX", 19) == 0);
   CHECK_EQ_INT(m.queue_id, 1);
+  CHECK_EQ_INT(m.queue_offset, 0);
   rmq_commitlog_ref_release(&ref);
   rmq_store_close(s);
 }
@@ -387,8 +432,8 @@ int main(void) {
                                    test_fsync_failure,  test_flush_timeout,
                                    test_open_failure,   test_dir_sync_failure,
                                    test_disk_reservation, test_expect,
-                                   test_dispatch_disk_full, test_put_batch_in_place,
-                                   test_put_batch_retry};
+                                   test_dispatch_disk_full, test_put_encoded,
+                                   test_put_encoded_failures};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
