@@ -47,7 +47,6 @@ struct rmq_allocate_service {
   allocate_request *head;
   rmq_mapped_file *current;  /* the writer's segment (held), pre-faulted ahead of it */
   int32_t prefaulted;        /* bytes of current already pre-faulted; service thread only */
-  _Atomic int64_t expected;  /* bytes of a coming batch, pre-faulted beyond the window */
 };
 
 static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
@@ -118,25 +117,19 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 ** Fault in the next step of pages ahead of the writer, so that its appends
 ** do not stop for the kernel to allocate and zero pages. MADV_POPULATE_WRITE
 ** maps pages writable without touching their bytes, so it is safe while the
-** writer copies into the same segment. Only reserved disk blocks are taken
-** (populating a sparse range is the slow path): those the writer reserved,
-** or, for an expected batch, those this thread reserves ahead. False when
-** there is nothing to do (or the kernel lacks the call: then appends fault
-** as usual).
+** writer copies into the same segment. Only pages whose disk blocks the
+** writer reserved are taken (populating a sparse range is the slow path).
+** False when there is nothing to do (or the kernel lacks the call: then
+** appends fault as usual).
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (mf->transient || svc->prefaulted >= mf->file_size) return false;
-  int64_t expected = atomic_load(&svc->expected);
-  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD + expected;
-  if (target > mf->file_size) target = mf->file_size;
+  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD;
   int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_acquire);
-  if (expected == 0 && target > reserved) target = reserved;
+  if (target > reserved) target = reserved;
   if (svc->prefaulted >= target) return false;
   int32_t len = (int32_t)(target - svc->prefaulted);
   if (len > PREFAULT_STEP) len = PREFAULT_STEP;
-  rmq_err err = {0};
-  /* A full disk stops pre-faulting here; the writer's own reservation reports it. */
-  if (rmq_mapped_file_reserve(mf, svc->prefaulted + len, &err) != RMQ_OK) return false;
   if (madvise(mf->mapped + svc->prefaulted, (size_t)len, MADV_POPULATE_WRITE) != 0) {
     svc->prefaulted = mf->file_size;
     return false;
@@ -189,11 +182,6 @@ void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
 }
 
 void rmq_allocate_wakeup(rmq_allocate_service *svc) { rmq_service_thread_wakeup(&svc->thread); }
-
-void rmq_allocate_expect(rmq_allocate_service *svc, int64_t bytes) {
-  int64_t old = atomic_exchange(&svc->expected, bytes);
-  if (bytes > old) rmq_service_thread_wakeup(&svc->thread);
-}
 
 rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging) {

@@ -39,8 +39,6 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
 
 /* Pre-fault pages of mf (the writer's segment) ahead of its write position. */
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
-/* Pre-fault that many bytes more ahead: a batch of about that size is coming (0: none). */
-void rmq_allocate_expect(rmq_allocate_service *svc, int64_t bytes);
 /* Look for work now (a staging chunk was taken). */
 void rmq_allocate_wakeup(rmq_allocate_service *svc);
 

@@ -346,8 +346,7 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
 
 /*
 ** The writer's segment with room for need bytes plus a BLANK (rolling if
-** needed), its disk space reserved for them, and the pages of a large batch
-** mapped now: faulting them one by one while copying is several times slower.
+** needed), its disk space reserved for them.
 */
 static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_err *err) {
   rmq_mapped_file *mf = rmq_mfq_last_or_create(&cl->mfq, 0, err);
@@ -357,7 +356,6 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_er
   if (!mf) return NULL;
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + (int32_t)need, err) != RMQ_OK) return NULL;
-  if (need >= POPULATE_BATCH_MIN) rmq_mapped_file_populate(mf, pos, (int32_t)need);
   return mf;
 }
 
@@ -381,6 +379,7 @@ static int append_batch(rmq_commitlog *cl, rmq_mapped_file *mf, put_batch *b, in
                         rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
   uint8_t *base = rmq_mapped_file_write_base(mf);
+  if (b->total >= POPULATE_BATCH_MIN) rmq_mapped_file_populate(mf, start, (int32_t)b->total);
   for (int i = 0; i < b->n; i++) {
     rmq_message *m = &b->msgs[i];
     tqt_entry *e = tqt_get(cl->tqt, m->topic, (size_t)m->topic_len, m->queue_id);
@@ -539,7 +538,6 @@ static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t a
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans,
                           int nspans, int64_t total, int64_t now, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
-  uint8_t *base = rmq_mapped_file_write_base(mf);
   /* A transaction's rows usually go to one queue, or a few: look again only on a change. */
   tqt_entry *last = NULL;
   for (int i = 0; i < nspans; i++) {
@@ -549,11 +547,15 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
       if (!read_head(spans[i].data + at, spans[i].len - at, &h, err) ||
           !stamp_record(cl, spans[i].data + at, &h, offset, now, &last, err)) {
         unstamp(cl, spans, i, at);
-        memset(base + start, 0, (size_t)(pos - start));
+        rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
         return err->code;
       }
     }
-    memcpy(base + pos, spans[i].data, spans[i].len);
+    if (rmq_mapped_file_write(mf, pos, spans[i].data, spans[i].len, err) != RMQ_OK) {
+      unstamp(cl, spans, i + 1, 0);
+      rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
+      return err->code;
+    }
     pos += (int32_t)spans[i].len;
   }
   atomic_store(&mf->store_timestamp, now);
@@ -581,13 +583,6 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   *end_offset = *first_offset + total;
   atomic_fetch_add(&cl->put_count, count);
   return RMQ_OK;
-}
-
-void rmq_commitlog_open_segment(rmq_commitlog *cl) {
-  rmq_err err = {0};
-  put_lock(cl);
-  if (!atomic_load(&cl->poisoned)) rmq_mfq_last_or_create(&cl->mfq, 0, &err);
-  put_unlock(cl);
 }
 
 /* ---------------------------------------------------------------- reads */

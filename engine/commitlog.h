@@ -105,13 +105,6 @@ typedef struct rmq_span {
 */
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                               int64_t *first_offset, int64_t *end_offset, rmq_err *err);
-/*
-** Make sure the writer has a segment to append to (the first one of a new
-** store, or the next when the last is full), ahead of a coming batch, so that
-** its pages can be prepared before the put. Failures are left to the put.
-*/
-void rmq_commitlog_open_segment(rmq_commitlog *cl);
-
 /* Poison the log after an I/O failure (first message kept). */
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why);
 

@@ -230,6 +230,35 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
   }
 }
 
+/* A write this large goes through pwrite (rmq_mapped_file_write). */
+#define PWRITE_MIN (256 << 10)
+
+void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
+  if (mf->write_buffer) {
+    memset(mf->write_buffer + at, 0, len);
+    return;
+  }
+  /* By pwrite: through the mapping, a page without disk blocks would be SIGBUS. */
+  static const uint8_t zeros[65536];
+  for (size_t done = 0; done < len; done += sizeof zeros) {
+    size_t n = len - done < sizeof zeros ? len - done : sizeof zeros;
+    if (pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) break;
+  }
+}
+
+int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,
+                          rmq_err *err) {
+  if (mf->write_buffer || len < PWRITE_MIN) {
+    memcpy(rmq_mapped_file_write_base(mf) + at, data, len);
+    return RMQ_OK;
+  }
+  if (rmq_io_pwrite(mf->fd, data, len, at) == (ssize_t)len) return RMQ_OK;
+  int e = errno;
+  rmq_mapped_file_zero(mf, at, len);
+  return rmq_err_set(err, e == ENOSPC || e == EDQUOT ? RMQ_EFULL : RMQ_EIO,
+                     "cannot write %zu bytes at %d of %s: %s", len, at, mf->path, strerror(e));
+}
+
 void rmq_mapped_file_will_read(rmq_mapped_file *mf) {
   madvise(mf->mapped, (size_t)mf->file_size, MADV_SEQUENTIAL);
   madvise(mf->mapped, (size_t)mf->file_size, MADV_WILLNEED);

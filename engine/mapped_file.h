@@ -129,6 +129,17 @@ int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);
 ** when created; the CommitLog writer populates the range of a large batch.
 */
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
+/*
+** Copy len bytes to offset `at` of the segment, not yet published. A large
+** write goes through pwrite: the kernel then fills page-cache pages without
+** zeroing them first or faulting them into the mapping, about twice as fast
+** as copying into unmapped pages. RMQ_EIO or RMQ_EFULL on failure, with the
+** bytes written zeroed.
+*/
+int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,
+                          rmq_err *err);
+/* Zero len unpublished bytes at `at` (what a failed append left). */
+void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /* Touch every page so that appends do not fault; mlock it too when asked. */

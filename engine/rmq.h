@@ -93,15 +93,6 @@ int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int c
                           int64_t *first_offset, rmq_err *err);
 
 /*
-** An append of about `bytes` is being built (a transaction's rows): the
-** allocation thread reserves disk space for it and maps its pages in the
-** commit log now, while the caller is still building, so that the put
-** itself copies into ready pages. 0 withdraws the hint. Only a hint: the put
-** works the same without it.
-*/
-void rmq_store_expect(rmq_store *s, int64_t bytes);
-
-/*
 ** Memory for a transaction's rows: a chunk of RMQ_STAGING_CHUNK bytes whose
 ** pages the allocation thread mapped in ahead (staging.h). NULL when out of
 ** memory or the store is read-only. Every chunk goes back (give) before the

@@ -3,7 +3,9 @@
 **
 ** Ready chunks form a stack, so the warmest (most recently returned) chunk
 ** is handed out first. The filler maps a chunk in outside the mutex: only
-** pushing it takes the lock.
+** pushing it takes the lock. Chunks given back beyond RMQ_STAGING_KEEP are
+** unmapped by the filler too: freeing a large transaction's hundreds of MiB
+** would otherwise hold up its COMMIT.
 */
 #include "staging.h"
 
@@ -21,6 +23,7 @@ struct rmq_staging_pool {
   int nready;
   int out;   /* chunks taken and not yet given back */
   bool want; /* a take found fewer than RMQ_STAGING_AHEAD ready: fill up */
+  void *excess; /* chunks to unmap, linked through their first bytes */
 };
 
 rmq_staging_pool *rmq_staging_pool_new(void) {
@@ -29,8 +32,20 @@ rmq_staging_pool *rmq_staging_pool_new(void) {
   return p;
 }
 
+/* Unmap one excess chunk; false if none. */
+static bool release_step(rmq_staging_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  void *c = p->excess;
+  if (c) p->excess = *(void **)c;
+  pthread_mutex_unlock(&p->mu);
+  if (c) munmap(c, RMQ_STAGING_CHUNK);
+  return c != NULL;
+}
+
 void rmq_staging_pool_free(rmq_staging_pool *p) {
   if (!p) return;
+  while (release_step(p)) {
+  }
   for (int i = 0; i < p->nready; i++) munmap(p->ready[i], RMQ_STAGING_CHUNK);
   pthread_mutex_destroy(&p->mu);
   free(p);
@@ -55,13 +70,19 @@ void *rmq_staging_take(rmq_staging_pool *p, bool *fill) {
 }
 
 /* Give back a chunk (NULL: only count a failed take back). */
-void rmq_staging_give(rmq_staging_pool *p, void *chunk) {
+bool rmq_staging_give(rmq_staging_pool *p, void *chunk) {
   pthread_mutex_lock(&p->mu);
   p->out--;
-  bool keep = chunk && p->nready < RMQ_STAGING_KEEP;
-  if (keep) p->ready[p->nready++] = chunk;
+  bool wake = false;
+  if (chunk && p->nready < RMQ_STAGING_KEEP) {
+    p->ready[p->nready++] = chunk;
+  } else if (chunk) {
+    wake = !p->excess;
+    *(void **)chunk = p->excess;
+    p->excess = chunk;
+  }
   pthread_mutex_unlock(&p->mu);
-  if (chunk && !keep) munmap(chunk, RMQ_STAGING_CHUNK);
+  return wake;
 }
 
 /* Whether to fill; a pool with no chunk out has no transaction to fill for. */
@@ -74,7 +95,7 @@ static bool wanted(rmq_staging_pool *p) {
 }
 
 bool rmq_staging_fill_step(rmq_staging_pool *p) {
-  if (!wanted(p)) return false;
+  if (!wanted(p)) return release_step(p);
   void *c = map_chunk();
   if (!c) return false;
   /* Without the call (Linux < 5.14) the chunk is handed out unmapped: only slower. */

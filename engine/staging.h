@@ -8,8 +8,9 @@
 ** already faulted in: when a take leaves fewer than RMQ_STAGING_AHEAD ready
 ** while chunks are out (a transaction is being built), the filler maps
 ** chunks in until that many are ready again. Returned chunks are kept, up to
-** RMQ_STAGING_KEEP, for the next transaction. A store's staging memory is
-** thus at most (RMQ_STAGING_KEEP + chunks out) x RMQ_STAGING_CHUNK.
+** RMQ_STAGING_KEEP, for the next transaction; the filler unmaps the rest. A
+** store's staging memory is thus, at rest, at most RMQ_STAGING_KEEP x
+** RMQ_STAGING_CHUNK.
 */
 #ifndef RMQ_STAGING_H
 #define RMQ_STAGING_H
@@ -35,9 +36,13 @@ void rmq_staging_pool_free(rmq_staging_pool *p);
 ** filler woken.
 */
 void *rmq_staging_take(rmq_staging_pool *p, bool *fill);
-void rmq_staging_give(rmq_staging_pool *p, void *chunk);
+/* Give a chunk back; true: the pool wants its filler woken (to unmap what it keeps no more). */
+bool rmq_staging_give(rmq_staging_pool *p, void *chunk);
 
-/* The filler (the allocation thread): map in one more chunk if wanted; true if it did. */
+/*
+** The filler (the allocation thread): map in one more chunk if wanted, else
+** unmap one given back beyond RMQ_STAGING_KEEP; true if it did either.
+*/
 bool rmq_staging_fill_step(rmq_staging_pool *p);
 
 #endif

@@ -425,12 +425,6 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
   return rmq_flush_wait(s->flush, end, err);
 }
 
-void rmq_store_expect(rmq_store *s, int64_t bytes) {
-  if (!s->allocate) return;
-  if (bytes > 0) rmq_commitlog_open_segment(&s->commitlog);
-  rmq_allocate_expect(s->allocate, bytes);
-}
-
 void *rmq_store_staging_take(rmq_store *s) {
   if (!s->staging) return NULL;
   bool fill = false;
@@ -440,7 +434,7 @@ void *rmq_store_staging_take(rmq_store *s) {
 }
 
 void rmq_store_staging_give(rmq_store *s, void *chunk) {
-  if (chunk) rmq_staging_give(s->staging, chunk);
+  if (chunk && rmq_staging_give(s->staging, chunk) && s->allocate) rmq_allocate_wakeup(s->allocate);
 }
 
 /* One put in 16 per thread is timed: the clock costs more than a hot append. */

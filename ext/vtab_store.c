@@ -99,13 +99,6 @@ enum {
 ** emptied at COMMIT or ROLLBACK and cut back at ROLLBACK TO. Nothing is
 ** allocated per row: the INSERT path is hot.
 */
-/*
-** Each time a transaction's rows grow by this much, the engine is told how
-** large the coming append is, so that its allocation thread prepares the
-** commit log's pages on the other core while rows are still being inserted.
-*/
-#define EXPECT_STEP (4 << 20)
-
 typedef struct arena_block {
   struct arena_block *next;
   size_t used, cap;
@@ -136,7 +129,6 @@ typedef struct store_vtab {
   rmq_host last_host;
   int npending;           /* rows of the open transaction */
   arena_block *arena;     /* their records; the newest block first */
-  int64_t pending_bytes;  /* their records' size; the engine is told as it grows */
   arena_mark *savepoints; /* the arena at each open savepoint level */
   int nsavepoints, savepoint_cap;
 } store_vtab;
@@ -249,8 +241,6 @@ static void arena_clear(store_vtab *vt, bool keep_one) {
 /* Forget the transaction's rows (one chunk stays for reuse). */
 static void pending_clear(store_vtab *vt) {
   vt->npending = 0;
-  if (vt->pending_bytes >= EXPECT_STEP) rmq_store_expect(vt->store, 0);
-  vt->pending_bytes = 0;
   arena_clear(vt, true);
 }
 
@@ -1222,15 +1212,6 @@ static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
   return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
 }
 
-/* Tell the engine each time the transaction's records grow by another EXPECT_STEP. */
-static void expect_pending(store_vtab *vt, int32_t len) {
-  int64_t before = vt->pending_bytes;
-  vt->pending_bytes += len;
-  if (vt->pending_bytes / EXPECT_STEP != before / EXPECT_STEP) {
-    rmq_store_expect(vt->store, vt->pending_bytes);
-  }
-}
-
 /*
 ** Encode m at the arena's end (a new block when it does not fit). Returns
 ** the record, *len its length; NULL with *errmsg (or out of memory).
@@ -1320,7 +1301,6 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   if (!sqlite3_get_autocommit(vt->db)) {
     /* Offsets are assigned at COMMIT, when the batch is appended. */
     *rowid = -1;
-    expect_pending(vt, len);
     return SQLITE_OK;
   }
   rmq_span span = {rec, (size_t)len};

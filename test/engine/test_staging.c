@@ -53,10 +53,15 @@ static void test_pool(void) {
   rmq_staging_give(p, d);
   /* Nothing out: the filler rests however few are ready. */
   CHECK(!rmq_staging_fill_step(p));
-  /* More than RMQ_STAGING_KEEP given back: the rest are unmapped. */
+  /* More than RMQ_STAGING_KEEP given back: the filler unmaps the rest. */
   char *out[RMQ_STAGING_KEEP + 2];
   for (int i = 0; i < RMQ_STAGING_KEEP + 2; i++) out[i] = rmq_staging_take(p, &fill);
-  for (int i = 0; i < RMQ_STAGING_KEEP + 2; i++) rmq_staging_give(p, out[i]);
+  for (int i = 0; i < RMQ_STAGING_KEEP; i++) CHECK(!rmq_staging_give(p, out[i]));
+  CHECK(rmq_staging_give(p, out[RMQ_STAGING_KEEP])); /* wake the filler to unmap it */
+  CHECK(!rmq_staging_give(p, out[RMQ_STAGING_KEEP + 1]));
+  CHECK(rmq_staging_fill_step(p));
+  CHECK(rmq_staging_fill_step(p));
+  CHECK(!rmq_staging_fill_step(p));
   for (int i = 0; i < RMQ_STAGING_KEEP; i++) out[i] = rmq_staging_take(p, &fill);
   CHECK(rmq_staging_fill_step(p)); /* all kept ones are out: fill again */
   for (int i = 0; i < RMQ_STAGING_KEEP; i++) rmq_staging_give(p, out[i]);

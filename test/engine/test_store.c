@@ -241,38 +241,6 @@ static void test_disk_reservation(const char *dir) {
   rmq_store_close(s);
 }
 
-/* Waits up to 5 s for the file's allocated bytes to reach at least want. */
-static long long wait_allocated(const char *dir, const char *name, long long want) {
-  long long got = allocated(dir, name);
-  for (int i = 0; i < 500 && got < want; i++) {
-    usleep(10000);
-    got = allocated(dir, name);
-  }
-  return got;
-}
-
-/*
-** rmq_store_expect: a fresh store gets its first segment at once, and the
-** allocation thread reserves (and maps) the announced bytes ahead of the
-** writer, beyond its usual window; the put that follows lands at offset 0.
-*/
-static void test_expect(const char *dir) {
-  rmq_config cfg;
-  tu_small_config(&cfg, 256 << 20);
-  rmq_store *s = tu_open(dir, &cfg);
-  CHECK_EQ_INT(allocated(dir, "00000000000000000000"), -1);
-  rmq_store_expect(s, 160 << 20);
-  CHECK(allocated(dir, "00000000000000000000") >= 0);
-  CHECK(wait_allocated(dir, "00000000000000000000", 160 << 20) >= 160 << 20);
-  rmq_store_expect(s, 0);
-  rmq_err err = {0};
-  tu_msg t;
-  rmq_put_result r;
-  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "E", 0, "x", 1, ""), 1, &r, &err), RMQ_OK);
-  CHECK_EQ_INT(r.physical_offset, 0);
-  rmq_store_close(s);
-}
-
 /*
 ** The dispatcher reserves its files too: a disk that is full when a consume
 ** queue file is created stops dispatch with the reason, and the store then
@@ -431,7 +399,7 @@ int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
                                    test_fsync_failure,  test_flush_timeout,
                                    test_open_failure,   test_dir_sync_failure,
-                                   test_disk_reservation, test_expect,
+                                   test_disk_reservation,
                                    test_dispatch_disk_full, test_put_encoded,
                                    test_put_encoded_failures};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
