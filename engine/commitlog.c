@@ -146,13 +146,23 @@ static bool is_transaction_skip(int32_t sys_flag) {
 }
 
 /* Parse a decimal property value; -1 when absent or not a plain number. */
+/* Whether "name\1" starts a property of m: a few memchr calls, where memmem is slow. */
+static bool may_hold(const rmq_message *m, const char *name, size_t nlen) {
+  const char *props = m->properties, *end = props + m->properties_len;
+  for (const char *p = props; p < end; p++) {
+    if ((p = memchr(p, RMQ_NAME_VALUE_SEPARATOR, (size_t)(end - p))) == NULL) return false;
+    const char *start = p - nlen;
+    if (start >= props && memcmp(start, name, nlen) == 0 &&
+        (start == props || start[-1] == RMQ_PROPERTY_SEPARATOR)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 static int64_t property_long(const rmq_message *m, const char *name) {
-  /* Most messages have no DELAY: a search for "DELAY\1" settles that before a full parse. */
-  char needle[32];
-  size_t nlen = strlen(name);
-  memcpy(needle, name, nlen);
-  needle[nlen] = RMQ_NAME_VALUE_SEPARATOR;
-  if (!memmem(m->properties, (size_t)m->properties_len, needle, nlen + 1)) return -1;
+  /* Most messages have no DELAY: a quick scan settles that before a full parse. */
+  if (!may_hold(m, name, strlen(name))) return -1;
   size_t n;
   const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, name, &n);
   if (!v || n == 0 || n > 18) return -1;

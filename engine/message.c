@@ -390,15 +390,16 @@ const char *rmq_properties_get(const char *props, size_t len, const char *name,
 }
 
 bool rmq_properties_has_separator(const char *s, size_t n) {
-  return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
+  /* Most names and values are short: a plain loop beats two memchr calls there. */
+  if (n >= 32) return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
+  for (size_t i = 0; i < n; i++) {
+    if ((unsigned char)s[i] - 1u < 2u) return true; /* the separators are 1 and 2 */
+  }
+  return false;
 }
 
-int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
-                          size_t name_len, const char *value, size_t value_len) {
-  if (rmq_properties_has_separator(name, name_len) ||
-      rmq_properties_has_separator(value, value_len)) {
-    return -1;
-  }
+int rmq_properties_put(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
+                       const char *value, size_t value_len) {
   size_t sep = *len > 0;
   if (*len > cap || sep + name_len + 1 + value_len > cap - *len) return -1;
   char *p = buf + *len;
@@ -409,6 +410,15 @@ int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
   memcpy(p, value, value_len);
   *len = (size_t)(p + value_len - buf);
   return 0;
+}
+
+int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
+                          size_t name_len, const char *value, size_t value_len) {
+  if (rmq_properties_has_separator(name, name_len) ||
+      rmq_properties_has_separator(value, value_len)) {
+    return -1;
+  }
+  return rmq_properties_put(buf, cap, len, name, name_len, value, value_len);
 }
 
 /* --------------------------------------------------------------- msgId */

@@ -165,6 +165,9 @@ bool rmq_properties_has_separator(const char *s, size_t n);
 */
 int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
                           size_t name_len, const char *value, size_t value_len);
+/* rmq_properties_append without the separator checks: for a name and value known to be clean. */
+int rmq_properties_put(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
+                       const char *value, size_t value_len);
 
 /* Offset msgId: store host bytes + port + offset, upper-case hex (33 or 57 bytes with NUL). */
 #define RMQ_MSG_ID_MAX 57

@@ -124,6 +124,8 @@ typedef struct store_vtab {
   int delay_levels;
   bool readonly;          /* readonly=1, even when the engine it shares is writable */
   uint32_t next_queue;    /* round robin over default_queues */
+  char last_topic[RMQ_MAX_TOPIC_LEN + 1]; /* the topic accepted last (producers repeat it) */
+  size_t last_topic_len;
   char last_host_text[64];/* the born_host text parsed last, and its value */
   size_t last_host_len;
   rmq_host last_host;
@@ -970,21 +972,23 @@ typedef struct row_builder {
   char **errmsg;
 } row_builder;
 
-/* Add one property; what names it in errors (a column, or "properties: name"). */
+/* Refuse a name or value holding RocketMQ's separators; what names it in the error. */
+static int check_separators(row_builder *b, const char *what, const char *s, size_t n) {
+  if (!rmq_properties_has_separator(s, n)) return SQLITE_OK;
+  *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
+                               "properties", what);
+  return SQLITE_CONSTRAINT;
+}
+
+/* Add one property, whose name and value were checked; what names it in errors. */
 static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
                         const char *value, size_t vlen) {
-  if (rmq_properties_append(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen,
-                            value, vlen) == 0) {
+  if (rmq_properties_put(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen, value,
+                         vlen) == 0) {
     return SQLITE_OK;
   }
-  /* The append refuses both; which one it was matters only for the message. */
-  if (rmq_properties_has_separator(name, nlen) || rmq_properties_has_separator(value, vlen)) {
-    *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
-                                 "properties", what);
-  } else {
-    *b->errmsg = sqlite3_mprintf("%s does not fit: a message's properties are limited to %d bytes",
-                                 what, RMQ_MAX_PROPERTIES_LEN);
-  }
+  *b->errmsg = sqlite3_mprintf("%s does not fit: a message's properties are limited to %d bytes",
+                               what, RMQ_MAX_PROPERTIES_LEN);
   return SQLITE_CONSTRAINT;
 }
 
@@ -1018,13 +1022,13 @@ static int json_pair(void *ctx, const char *name, size_t nlen, const char *value
   row_builder *b = ctx;
   char *what = sqlite3_mprintf("properties: %.*s", (int)nlen, name);
   if (!what) return SQLITE_NOMEM;
-  int rc = SQLITE_OK;
-  if (has_property(b, name, nlen)) {
+  int rc = check_separators(b, what, name, nlen);
+  if (rc == SQLITE_OK) rc = check_separators(b, what, value, vlen);
+  if (rc == SQLITE_OK && has_property(b, name, nlen)) {
     *errmsg = sqlite3_mprintf("%s is given twice", what);
     rc = SQLITE_CONSTRAINT;
-  } else {
-    rc = add_property(b, what, name, nlen, value, vlen);
   }
+  if (rc == SQLITE_OK) rc = add_property(b, what, name, nlen, value, vlen);
   sqlite3_free(what);
   return rc;
 }
@@ -1057,7 +1061,8 @@ static int add_text_column(row_builder *b, sqlite3_value *v, const char *column,
   const char *t = value_bytes(v, &n);
   if (!t) return SQLITE_OK;
   if (n == 0) return fail(b, "%s must not be empty", column);
-  return add_property(b, column, property, strlen(property), t, n);
+  int rc = check_separators(b, column, t, n);
+  return rc == SQLITE_OK ? add_property(b, column, property, strlen(property), t, n) : rc;
 }
 
 static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *rowid) {
@@ -1075,12 +1080,14 @@ static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *r
   return SQLITE_OK;
 }
 
-/* A valid, writable topic, copied NUL-terminated into b->topic. */
+/* A valid, writable topic, copied NUL-terminated into b->topic; the last one is not checked again. */
 static int check_topic(row_builder *b, sqlite3_value *v) {
+  store_vtab *vt = b->vt;
   size_t n;
   const char *t = value_bytes(v, &n);
   if (!t) return fail(b, "%s is required", "topic");
-  if (!rmq_topic_valid(t, n)) {
+  bool same = n > 0 && n == vt->last_topic_len && memcmp(t, vt->last_topic, n) == 0;
+  if (!same && !rmq_topic_valid(t, n)) {
     *b->errmsg = sqlite3_mprintf("topic '%.*s' is not a valid RocketMQ topic: 1 to 127 "
                                  "characters of [A-Za-z0-9_%%|-]", (int)n, t);
     return SQLITE_CONSTRAINT;
@@ -1088,9 +1095,12 @@ static int check_topic(row_builder *b, sqlite3_value *v) {
   memcpy(b->topic, t, n);
   b->topic[n] = '\0';
   b->topic_len = n;
+  if (same) return SQLITE_OK;
   if (system_topic(b->topic, n)) {
     return fail(b, "topic '%s' is a system topic and cannot be written", b->topic);
   }
+  memcpy(vt->last_topic, b->topic, n + 1);
+  vt->last_topic_len = n;
   return SQLITE_OK;
 }
 
