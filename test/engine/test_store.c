@@ -303,7 +303,7 @@ static void test_put_encoded(const char *dir) {
   int32_t need = rmq_store_encode(s, tu_message(&t, "P", 0, "b0", 2, "KEYS=x"), a, 10, &err);
   CHECK_EQ_INT(need, rmq_message_length(0, 2, 1, 6, false)); /* KEYS\1x */
   CHECK_EQ_INT(a[0], 0x5a);
-  char body[5][8];
+  char body[5][16];
   for (int round = 0; round < 2; round++) {
     alen = blen = 0;
     for (int i = 0; i < 5; i++) {
