@@ -159,7 +159,7 @@ static void allocate_run(rmq_service_thread *st) {
       create_file(svc, r);
       continue;
     }
-    if (svc->staging && rmq_staging_fill_step(svc->staging)) continue;
+    if (rmq_staging_fill_step(svc->staging)) continue;
     pthread_mutex_lock(&svc->mu);
     rmq_mapped_file *cur = take_current(svc, &seen);
     pthread_mutex_unlock(&svc->mu);

@@ -145,7 +145,6 @@ static bool is_transaction_skip(int32_t sys_flag) {
   return t == RMQ_SYSFLAG_TRANSACTION_PREPARED || t == RMQ_SYSFLAG_TRANSACTION_ROLLBACK;
 }
 
-/* Parse a decimal property value; -1 when absent or not a plain number. */
 /* Whether "name\1" starts a property of m: a few memchr calls, where memmem is slow. */
 static bool may_hold(const rmq_message *m, const char *name, size_t nlen) {
   const char *props = m->properties, *end = props + m->properties_len;
@@ -160,6 +159,7 @@ static bool may_hold(const rmq_message *m, const char *name, size_t nlen) {
   return false;
 }
 
+/* Parse a decimal property value; -1 when absent or not a plain number. */
 static int64_t property_long(const rmq_message *m, const char *name) {
   /* Most messages have no DELAY: a quick scan settles that before a full parse. */
   if (!may_hold(m, name, strlen(name))) return -1;
@@ -459,48 +459,15 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
 
 /* ------------------------------------------------- put of encoded records */
 
-/* Where the fields an encoded put fills sit in a v1 record, by its SYSFLAG. */
-#define REC_QUEUE_OFFSET 20
-#define REC_PHYSICAL_OFFSET 28
-#define REC_SYS_FLAG 36
-#define REC_BORN_HOST 48
-static size_t host_len(int32_t sys_flag, int32_t v6_bit) { return sys_flag & v6_bit ? 20 : 8; }
-
-/* A v1 record's shortest length: no body, a 1-byte topic, no properties, IPv4 hosts. */
-#define REC_MIN_LEN 91
-
-/* What an encoded put reads of a record, and where its store time goes. */
-typedef struct record_head {
-  int32_t len, sys_flag, queue_id;
-  const char *topic;
-  size_t topic_len;
-  size_t store_timestamp_at;
-} record_head;
-
 /* Read rec's head; false (with err) if rec is not a whole v1 record of at most room bytes. */
-static bool read_head(const uint8_t *rec, size_t room, record_head *h, rmq_err *err) {
-  h->len = room >= REC_MIN_LEN ? rmq_get32(rec) : 0;
-  if (h->len < REC_MIN_LEN || (size_t)h->len > room || rmq_get32(rec + 4) != RMQ_MAGIC_V1) {
-    rmq_err_set(err, RMQ_EINVAL, "the batch holds a record the store did not encode");
-    return false;
-  }
-  h->sys_flag = rmq_get32(rec + REC_SYS_FLAG);
-  h->queue_id = rmq_get32(rec + 12);
-  h->store_timestamp_at = REC_BORN_HOST + host_len(h->sys_flag, RMQ_SYSFLAG_BORNHOST_V6);
-  size_t body_len_at =
-      h->store_timestamp_at + 8 + host_len(h->sys_flag, RMQ_SYSFLAG_STOREHOST_V6) + 12;
-  size_t topic_at = body_len_at + 4 + (uint32_t)rmq_get32(rec + body_len_at);
-  if (topic_at >= (size_t)h->len || topic_at + 1 + rec[topic_at] > (size_t)h->len) {
-    rmq_err_set(err, RMQ_EINVAL, "the batch holds a record the store did not encode");
-    return false;
-  }
-  h->topic = (const char *)rec + topic_at + 1;
-  h->topic_len = rec[topic_at];
-  return true;
+static bool read_head(const uint8_t *rec, size_t room, rmq_record_head *h, rmq_err *err) {
+  if (rmq_record_head_read(rec, room, h)) return true;
+  rmq_err_set(err, RMQ_EINVAL, "the batch holds a record the store did not encode");
+  return false;
 }
 
 /* The record's queue in the topic-queue table; *last is tried first. */
-static tqt_entry *record_queue(rmq_commitlog *cl, const record_head *h, tqt_entry **last) {
+static tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h, tqt_entry **last) {
   tqt_entry *e = *last;
   if (e && e->queue_id == h->queue_id && e->topic_len == h->topic_len &&
       memcmp(e->topic, h->topic, h->topic_len) == 0) {
@@ -510,16 +477,16 @@ static tqt_entry *record_queue(rmq_commitlog *cl, const record_head *h, tqt_entr
 }
 
 /* Fill in record rec's queue offset, physical offset and store time. */
-static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const record_head *h, int64_t offset,
-                         int64_t now, tqt_entry **last, rmq_err *err) {
+static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head *h,
+                         int64_t offset, int64_t now, tqt_entry **last, rmq_err *err) {
   tqt_entry *e = record_queue(cl, h, last);
   if (!e) {
     rmq_err_set(err, RMQ_ENOMEM, "out of memory");
     return false;
   }
   bool skip = is_transaction_skip(h->sys_flag);
-  rmq_put64(rec + REC_QUEUE_OFFSET, skip ? 0 : e->next_offset);
-  rmq_put64(rec + REC_PHYSICAL_OFFSET, offset);
+  rmq_put64(rec + RMQ_POS_QUEUE_OFFSET, skip ? 0 : e->next_offset);
+  rmq_put64(rec + RMQ_POS_PHYSICAL_OFFSET, offset);
   rmq_put64(rec + h->store_timestamp_at, now);
   if (!skip) e->next_offset++;
   return true;
@@ -531,7 +498,7 @@ static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t a
   rmq_err ignored = {0};
   for (int i = 0; i <= upto; i++) {
     size_t end = i < upto ? spans[i].len : at;
-    record_head h;
+    rmq_record_head h;
     for (size_t p = 0; p < end && read_head(spans[i].data + p, end - p, &h, &ignored); p += h.len) {
       tqt_entry *e = is_transaction_skip(h.sys_flag) ? NULL : record_queue(cl, &h, &last);
       if (e) e->next_offset--;
@@ -551,7 +518,7 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   /* A transaction's rows usually go to one queue, or a few: look again only on a change. */
   tqt_entry *last = NULL;
   for (int i = 0; i < nspans; i++) {
-    record_head h;
+    rmq_record_head h;
     for (size_t at = 0; at < spans[i].len; at += (size_t)h.len) {
       int64_t offset = mf->file_from_offset + pos + (int64_t)at;
       if (!read_head(spans[i].data + at, spans[i].len - at, &h, err) ||

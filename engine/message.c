@@ -208,6 +208,25 @@ static const uint8_t *get_header(const uint8_t *buf, int32_t size, rmq_message *
   return p + 12;
 }
 
+bool rmq_record_head_read(const uint8_t *rec, size_t room, rmq_record_head *h) {
+  h->len = room >= MIN_RECORD_LEN ? rmq_get32(rec) : 0;
+  if (h->len < MIN_RECORD_LEN || (size_t)h->len > room ||
+      rmq_get32(rec + RMQ_POS_MAGIC) != RMQ_MAGIC_V1) {
+    return false;
+  }
+  h->sys_flag = rmq_get32(rec + RMQ_POS_SYSFLAG);
+  h->queue_id = rmq_get32(rec + RMQ_POS_QUEUE_ID);
+  h->store_timestamp_at = RMQ_POS_STORE_TIMESTAMP(h->sys_flag);
+  /* STOREHOST, RECONSUMETIMES and PREPAREDTRANSACTIONOFFSET lie between. */
+  size_t body_len_at = h->store_timestamp_at + 8 +
+                       (size_t)host_len(h->sys_flag & RMQ_SYSFLAG_STOREHOST_V6) + 12;
+  size_t topic_at = body_len_at + 4 + (uint32_t)rmq_get32(rec + body_len_at);
+  if (topic_at >= (size_t)h->len || topic_at + 1 + rec[topic_at] > (size_t)h->len) return false;
+  h->topic = (const char *)rec + topic_at + 1;
+  h->topic_len = rec[topic_at];
+  return true;
+}
+
 rmq_decode_status rmq_message_decode(const uint8_t *buf, size_t avail, bool check_crc,
                                      rmq_message *out) {
   *out = (rmq_message){0};
@@ -391,7 +410,9 @@ const char *rmq_properties_get(const char *props, size_t len, const char *name,
 
 bool rmq_properties_has_separator(const char *s, size_t n) {
   /* Most names and values are short: a plain loop beats two memchr calls there. */
-  if (n >= 32) return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
+  if (n >= 32) {
+    return memchr(s, RMQ_NAME_VALUE_SEPARATOR, n) || memchr(s, RMQ_PROPERTY_SEPARATOR, n);
+  }
   for (size_t i = 0; i < n; i++) {
     if ((unsigned char)s[i] - 1u < 2u) return true; /* the separators are 1 and 2 */
   }

@@ -119,6 +119,20 @@ typedef enum rmq_decode_status {
   RMQ_DECODE_BAD_CRC      /* check_crc and the masked CRC32 of the body differs */
 } rmq_decode_status;
 
+/* What a put of encoded records reads of a v1 record, and where its store time goes. */
+typedef struct rmq_record_head {
+  int32_t len, sys_flag, queue_id;
+  const char *topic;
+  size_t topic_len;
+  size_t store_timestamp_at;
+} rmq_record_head;
+
+/*
+** Read the head of the v1 record at rec (at most room bytes) without
+** decoding it; false if it is not a whole v1 record with its topic inside.
+*/
+bool rmq_record_head_read(const uint8_t *rec, size_t room, rmq_record_head *h);
+
 /*
 ** Decode the record at buf, of which avail bytes exist. On OK, out holds
 ** every field; on other statuses out->total_size and out->magic hold what

@@ -102,9 +102,11 @@ enum {
 typedef struct arena_block {
   struct arena_block *next;
   size_t used, cap;
-  bool staged;  /* a staging chunk; else malloc'ed, for a row larger than a chunk */
   uint8_t data[];
 } arena_block;
+
+/* Room in a block made of a staging chunk; a row larger than that gets a malloc'ed block. */
+#define STAGED_CAP (RMQ_STAGING_CHUNK - sizeof(arena_block))
 
 /* Where the arena ended when a savepoint was opened. */
 typedef struct arena_mark {
@@ -202,19 +204,18 @@ static int store_ready(store_vtab *vt) {
 }
 
 static arena_block *arena_block_new(store_vtab *vt, size_t n) {
-  bool staged = n <= RMQ_STAGING_CHUNK - sizeof(arena_block);
+  bool staged = n <= STAGED_CAP;
   arena_block *b = staged ? rmq_store_staging_take(vt->store) : malloc(sizeof *b + n);
   if (!b) return NULL;
   b->used = 0;
-  b->cap = staged ? RMQ_STAGING_CHUNK - sizeof *b : n;
-  b->staged = staged;
+  b->cap = staged ? STAGED_CAP : n;
   b->next = vt->arena;
   vt->arena = b;
   return b;
 }
 
 static void arena_block_free(store_vtab *vt, arena_block *b) {
-  if (b->staged) {
+  if (b->cap == STAGED_CAP) {
     rmq_store_staging_give(vt->store, b);
   } else {
     free(b);
@@ -227,7 +228,7 @@ static void arena_clear(store_vtab *vt, bool keep_one) {
   while (vt->arena) {
     arena_block *b = vt->arena;
     vt->arena = b->next;
-    if (keep_one && !kept && b->staged) {
+    if (keep_one && !kept && b->cap == STAGED_CAP) {
       kept = b;
     } else {
       arena_block_free(vt, b);
@@ -263,7 +264,6 @@ static void pending_rollback(store_vtab *vt, const arena_mark *m) {
 
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  pending_clear(vt);
   arena_clear(vt, false);
   sqlite3_free(vt->savepoints);
   rmq_uniq_key_gen_free(vt->uniq);
@@ -1080,7 +1080,10 @@ static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *r
   return SQLITE_OK;
 }
 
-/* A valid, writable topic, copied NUL-terminated into b->topic; the last one is not checked again. */
+/*
+** A valid, writable topic, copied NUL-terminated into b->topic; the one
+** accepted last is not checked again.
+*/
 static int check_topic(row_builder *b, sqlite3_value *v) {
   store_vtab *vt = b->vt;
   size_t n;
