@@ -731,8 +731,8 @@ void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t
   put_unlock(cl);
 }
 
-int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
-  size_t n;
+int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, const char *tags,
+                                   size_t tags_len) {
   bool schedule = (size_t)m->topic_len == strlen(RMQ_SCHEDULE_TOPIC) &&
                   memcmp(m->topic, RMQ_SCHEDULE_TOPIC, (size_t)m->topic_len) == 0;
   if (schedule) {
@@ -742,7 +742,12 @@ int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
       return m->store_timestamp + (level > 0 ? cl->cfg.delay_ms[level - 1] : 1000);
     }
   }
+  return tags ? rmq_tags_code(tags, tags_len) : 0;
+}
+
+int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
+  size_t n = 0;
   const char *tags = rmq_properties_get(m->properties, (size_t)m->properties_len,
                                         RMQ_PROPERTY_TAGS, &n);
-  return tags ? rmq_tags_code(tags, n) : 0;
+  return rmq_commitlog_tags_code_of(cl, m, tags, n);
 }

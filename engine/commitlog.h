@@ -153,5 +153,8 @@ void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t
 
 /* tagsCode of a decoded record (§3.5, the SCHEDULE_TOPIC_XXXX delivery-time exception). */
 int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m);
+/* The same, given the record's TAGS value (NULL when it has none). */
+int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, const char *tags,
+                                   size_t tags_len);
 
 #endif

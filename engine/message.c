@@ -391,21 +391,31 @@ bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *nam
   return false;
 }
 
-const char *rmq_properties_get(const char *props, size_t len, const char *name,
-                               size_t *value_len) {
-  size_t want = strlen(name);
-  const char *found = NULL;
-  const char *n, *v;
+void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
+                         rmq_property_value *out) {
+  size_t want[RMQ_PROPERTIES_FIND_MAX];
+  if (n > RMQ_PROPERTIES_FIND_MAX) n = RMQ_PROPERTIES_FIND_MAX;
+  for (int i = 0; i < n; i++) {
+    want[i] = strlen(names[i]);
+    out[i] = (rmq_property_value){NULL, 0};
+  }
+  const char *name, *value;
   size_t nl, vl;
   rmq_properties_iter it;
   rmq_properties_iter_init(&it, props, len);
-  while (rmq_properties_next(&it, &n, &nl, &v, &vl)) {
-    if (nl == want && memcmp(n, name, nl) == 0) { /* keep going: the last one wins */
-      found = v;
-      *value_len = vl;
+  while (rmq_properties_next(&it, &name, &nl, &value, &vl)) {
+    for (int i = 0; i < n; i++) { /* keep going: the last one wins */
+      if (nl == want[i] && memcmp(name, names[i], nl) == 0) out[i] = (rmq_property_value){value, vl};
     }
   }
-  return found;
+}
+
+const char *rmq_properties_get(const char *props, size_t len, const char *name,
+                               size_t *value_len) {
+  rmq_property_value v;
+  rmq_properties_find(props, len, &name, 1, &v);
+  if (v.value) *value_len = v.len;
+  return v.value;
 }
 
 bool rmq_properties_has_separator(const char *s, size_t n) {

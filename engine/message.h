@@ -162,6 +162,20 @@ int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key,
 const char *rmq_properties_get(const char *props, size_t len, const char *name,
                                size_t *value_len);
 
+/* A property's value as rmq_properties_find reports it; value NULL when absent. */
+typedef struct rmq_property_value {
+  const char *value;
+  size_t len;
+} rmq_property_value;
+/*
+** Look n names (at most RMQ_PROPERTIES_FIND_MAX) up in one pass over props
+** (readers want several per record): out[i] receives names[i]'s value, by
+** rmq_properties_get's rules.
+*/
+#define RMQ_PROPERTIES_FIND_MAX 8
+void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
+                         rmq_property_value *out);
+
 typedef struct rmq_properties_iter {
   const char *p, *end;
 } rmq_properties_iter;

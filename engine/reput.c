@@ -27,7 +27,13 @@ static bool is_type(int32_t sys_flag, int32_t type) {
   return (sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK) == type;
 }
 
-static int build_consume_queue(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
+/* The properties dispatch reads, found in one pass. */
+enum { DISPATCH_TAGS, DISPATCH_KEYS, DISPATCH_UNIQ_KEY, DISPATCH_PROPS };
+static const char *const dispatch_properties[DISPATCH_PROPS] = {
+    RMQ_PROPERTY_TAGS, RMQ_PROPERTY_KEYS, RMQ_PROPERTY_UNIQ_KEY};
+
+static int build_consume_queue(rmq_reput_service *r, const rmq_message *m,
+                               const rmq_property_value *props, rmq_err *err) {
   if (!is_type(m->sys_flag, RMQ_SYSFLAG_TRANSACTION_NOT_TYPE) &&
       !is_type(m->sys_flag, RMQ_SYSFLAG_TRANSACTION_COMMIT)) {
     return RMQ_OK;
@@ -43,11 +49,14 @@ static int build_consume_queue(rmq_reput_service *r, const rmq_message *m, rmq_e
   if (!cq && rmq_cq_table_find_or_create(r->cqs, topic, m->queue_id, &cq, err) != RMQ_OK) {
     return err->code;
   }
-  return rmq_cq_put(cq, m->physical_offset, m->total_size, rmq_commitlog_tags_code(r->cl, m),
+  const rmq_property_value *tags = &props[DISPATCH_TAGS];
+  return rmq_cq_put(cq, m->physical_offset, m->total_size,
+                    rmq_commitlog_tags_code_of(r->cl, m, tags->value, tags->len),
                     m->store_timestamp, m->queue_offset, r->cp, err);
 }
 
-static int build_index(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
+static int build_index(rmq_reput_service *r, const rmq_message *m,
+                       const rmq_property_value *props, rmq_err *err) {
   if (!r->index) return RMQ_OK;
   rmq_index_request q = {
       .topic = m->topic,
@@ -56,16 +65,19 @@ static int build_index(rmq_reput_service *r, const rmq_message *m, rmq_err *err)
       .store_timestamp = m->store_timestamp,
       .sys_flag = m->sys_flag,
   };
-  q.keys = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_KEYS,
-                              &q.keys_len);
-  q.uniq_key = rmq_properties_get(m->properties, (size_t)m->properties_len,
-                                  RMQ_PROPERTY_UNIQ_KEY, &q.uniq_key_len);
+  q.keys = props[DISPATCH_KEYS].value;
+  q.keys_len = props[DISPATCH_KEYS].len;
+  q.uniq_key = props[DISPATCH_UNIQ_KEY].value;
+  q.uniq_key_len = props[DISPATCH_UNIQ_KEY].len;
   return rmq_index_service_build(r->index, &q, err);
 }
 
 int rmq_reput_dispatch(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
-  int rc = build_consume_queue(r, m, err);
-  if (rc == RMQ_OK) rc = build_index(r, m, err);
+  rmq_property_value props[DISPATCH_PROPS];
+  rmq_properties_find(m->properties, (size_t)m->properties_len, dispatch_properties,
+                      DISPATCH_PROPS, props);
+  int rc = build_consume_queue(r, m, props, err);
+  if (rc == RMQ_OK) rc = build_index(r, m, props, err);
   return rc;
 }
 

@@ -444,9 +444,11 @@ typedef struct store_cursor {
   store_vtab *vt;
   plan plan;
   bool eof;
-  /* the current record */
+  /* the current record, and its properties the columns show (found when first asked for) */
   rmq_commitlog_ref ref;
   rmq_message m;
+  bool props_found;
+  rmq_property_value props[4];
   /* walks: the next offset to read, the end (exclusive), records to pass over */
   int64_t next_offset, end_offset, skip_below;
   /* consume queue */
@@ -506,6 +508,7 @@ static int cursor_error(store_cursor *c, const char *msg) {
 /* Load the record at offset into the cursor; false when no valid record is there. */
 static bool load_record(store_cursor *c, int64_t offset) {
   rmq_commitlog_ref_release(&c->ref);
+  c->props_found = false;
   rmq_err err = {0};
   return rmq_commitlog_read_message(cursor_log(c), offset, false, &c->ref, &c->m, &err) == RMQ_OK;
 }
@@ -526,6 +529,7 @@ static int walk_next(store_cursor *c) {
       continue;
     }
     rmq_decode_status s = rmq_message_decode(c->ref.data, c->ref.avail, false, &c->m);
+    c->props_found = false;
     if (s == RMQ_DECODE_OK) {
       c->next_offset += c->m.total_size;
       if (c->m.physical_offset + c->m.total_size <= c->skip_below) {
@@ -870,10 +874,23 @@ static int store_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *rowid) {
 
 /* ---- xColumn */
 
-static void result_property(sqlite3_context *ctx, const rmq_message *m, const char *name) {
-  size_t n;
-  const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, name, &n);
-  if (v) sqlite3_result_text(ctx, v, (int)n, SQLITE_TRANSIENT);
+/* The properties columns show, in store_cursor.props. */
+enum { PROP_UNIQ_KEY, PROP_TAGS, PROP_KEYS, PROP_DELAY };
+static const char *const shown_properties[] = {RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_TAGS,
+                                               RMQ_PROPERTY_KEYS, RMQ_PROPERTY_DELAY};
+
+static const rmq_property_value *cursor_property(store_cursor *c, int which) {
+  if (!c->props_found) {
+    rmq_properties_find(c->m.properties, (size_t)c->m.properties_len, shown_properties,
+                        (int)(sizeof c->props / sizeof c->props[0]), c->props);
+    c->props_found = true;
+  }
+  return &c->props[which];
+}
+
+static void result_property(sqlite3_context *ctx, store_cursor *c, int which) {
+  const rmq_property_value *v = cursor_property(c, which);
+  if (v->value) sqlite3_result_text(ctx, v->value, (int)v->len, SQLITE_TRANSIENT);
 }
 
 static void result_host(sqlite3_context *ctx, const rmq_host *h) {
@@ -893,12 +910,12 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
       rmq_msg_id_format(&m->store_host, m->physical_offset, id);
       sqlite3_result_text(ctx, id, -1, SQLITE_TRANSIENT);
       break;
-    case COL_UNIQ_KEY: result_property(ctx, m, RMQ_PROPERTY_UNIQ_KEY); break;
+    case COL_UNIQ_KEY: result_property(ctx, c, PROP_UNIQ_KEY); break;
     case COL_TOPIC: sqlite3_result_text(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT); break;
     case COL_QUEUE_ID: sqlite3_result_int(ctx, m->queue_id); break;
     case COL_QUEUE_OFFSET: sqlite3_result_int64(ctx, m->queue_offset); break;
-    case COL_TAGS: result_property(ctx, m, RMQ_PROPERTY_TAGS); break;
-    case COL_KEYS: result_property(ctx, m, RMQ_PROPERTY_KEYS); break;
+    case COL_TAGS: result_property(ctx, c, PROP_TAGS); break;
+    case COL_KEYS: result_property(ctx, c, PROP_KEYS); break;
     case COL_BODY: sqlite3_result_blob(ctx, m->body, m->body_len, SQLITE_TRANSIENT); break;
     case COL_BODY_TEXT:
       if (rmq_utf8_valid(m->body, (size_t)m->body_len)) {
@@ -919,10 +936,8 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
     case COL_RECONSUME_TIMES: sqlite3_result_int(ctx, m->reconsume_times); break;
     case COL_PREPARED_TX_OFFSET: sqlite3_result_int64(ctx, m->prepared_transaction_offset); break;
     case COL_DELAY_LEVEL: {
-      size_t n;
-      const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len,
-                                         RMQ_PROPERTY_DELAY, &n);
-      if (v) sqlite3_result_int64(ctx, strtoll(v, NULL, 10));
+      const rmq_property_value *v = cursor_property(c, PROP_DELAY);
+      if (v->value) sqlite3_result_int64(ctx, strtoll(v->value, NULL, 10));
       break;
     }
     case COL_KEY:

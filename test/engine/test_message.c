@@ -621,6 +621,17 @@ static void test_properties(void) {
   check_get("TAGS\001TagA", "TAG", NULL);
   check_get("TAGS\001TagA", "TAGSX", NULL);
 
+  /* Several names in one pass give what one look-up each gives. */
+  static const char *const names[] = {"a", "k", "KEYS", "n", "ab"};
+  rmq_property_value found[5];
+  rmq_properties_find(p, strlen(p), names, 5, found);
+  for (int i = 0; i < 5; i++) {
+    size_t one_len = 0;
+    const char *one = rmq_properties_get(p, strlen(p), names[i], &one_len);
+    CHECK(found[i].value == one && (!one || found[i].len == one_len));
+  }
+  CHECK(found[0].value && found[0].len == 1 && found[0].value[0] == 'c');
+
   /* The length bounds the scan: nothing after it is seen. */
   size_t vl;
   CHECK(rmq_properties_get("TAGS\001TagA", 6, "TAGS", &vl) != NULL && vl == 1);
