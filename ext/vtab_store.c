@@ -937,7 +937,11 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
     case COL_PREPARED_TX_OFFSET: sqlite3_result_int64(ctx, m->prepared_transaction_offset); break;
     case COL_DELAY_LEVEL: {
       const rmq_property_value *v = cursor_property(c, PROP_DELAY);
-      if (v->value) sqlite3_result_int64(ctx, strtoll(v->value, NULL, 10));
+      char level[24]; /* the value is not NUL-terminated in the log */
+      if (v->value) {
+        snprintf(level, sizeof level, "%.*s", (int)v->len, v->value);
+        sqlite3_result_int64(ctx, strtoll(level, NULL, 10));
+      }
       break;
     }
     case COL_KEY:
