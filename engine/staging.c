@@ -4,7 +4,8 @@
 ** Ready chunks form a stack, so the warmest (most recently returned) chunk
 ** is handed out first. The filler maps a chunk in outside the mutex: only
 ** pushing it takes the lock. Chunks given back beyond RMQ_STAGING_KEEP are
-** unmapped by the filler too: freeing a large transaction's hundreds of MiB
+** handed out again before any new one is mapped, and unmapped by the filler
+** when they have lingered: freeing a large transaction's hundreds of MiB
 ** would otherwise hold up its COMMIT.
 */
 #include "staging.h"
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -24,20 +26,37 @@ struct rmq_staging_pool {
   int nready;
   int out;   /* chunks taken and not yet given back */
   bool want; /* a take found fewer than RMQ_STAGING_AHEAD ready: fill up */
-  void *excess; /* chunks to unmap, linked through their first bytes */
+  void *excess; /* chunks beyond the kept ones, linked through their first bytes */
+  int64_t linger_ms;
+  int64_t excess_given_ms; /* when a chunk was last added to excess */
 };
 
-rmq_staging_pool *rmq_staging_pool_new(void) {
+static int64_t monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+rmq_staging_pool *rmq_staging_pool_new(int64_t linger_ms) {
   rmq_staging_pool *p = calloc(1, sizeof *p);
-  if (p) pthread_mutex_init(&p->mu, NULL);
+  if (!p) return NULL;
+  pthread_mutex_init(&p->mu, NULL);
+  p->linger_ms = linger_ms;
   return p;
 }
 
-/* Unmap one excess chunk; false if none. */
-static bool release_step(rmq_staging_pool *p) {
-  pthread_mutex_lock(&p->mu);
+/* Unlink an excess chunk (with mu held); NULL if none. */
+static void *pop_excess(rmq_staging_pool *p) {
   void *c = p->excess;
   if (c) p->excess = *(void **)c;
+  return c;
+}
+
+/* Unmap one excess chunk (only once they have lingered, unless forced); false if none. */
+static bool release_step(rmq_staging_pool *p, bool force) {
+  pthread_mutex_lock(&p->mu);
+  bool due = force || monotonic_ms() - p->excess_given_ms >= p->linger_ms;
+  void *c = due ? pop_excess(p) : NULL;
   pthread_mutex_unlock(&p->mu);
   if (c) munmap(c, RMQ_STAGING_CHUNK);
   return c != NULL;
@@ -45,7 +64,7 @@ static bool release_step(rmq_staging_pool *p) {
 
 void rmq_staging_pool_free(rmq_staging_pool *p) {
   if (!p) return;
-  while (release_step(p)) {
+  while (release_step(p, true)) {
   }
   for (int i = 0; i < p->nready; i++) munmap(p->ready[i], RMQ_STAGING_CHUNK);
   pthread_mutex_destroy(&p->mu);
@@ -74,7 +93,7 @@ static void *map_chunk(void) {
 
 void *rmq_staging_take(rmq_staging_pool *p, bool *fill) {
   pthread_mutex_lock(&p->mu);
-  void *c = p->nready > 0 ? p->ready[--p->nready] : NULL;
+  void *c = p->nready > 0 ? p->ready[--p->nready] : pop_excess(p);
   p->out++;
   /* Wake the filler once per shortfall, not on every take. */
   *fill = !p->want && p->nready < RMQ_STAGING_AHEAD;
@@ -95,6 +114,7 @@ bool rmq_staging_give(rmq_staging_pool *p, void *chunk) {
     wake = !p->excess;
     *(void **)chunk = p->excess;
     p->excess = chunk;
+    p->excess_given_ms = monotonic_ms();
   }
   pthread_mutex_unlock(&p->mu);
   return wake;
@@ -110,7 +130,7 @@ static bool wanted(rmq_staging_pool *p) {
 }
 
 bool rmq_staging_fill_step(rmq_staging_pool *p) {
-  if (!wanted(p)) return release_step(p);
+  if (!wanted(p)) return release_step(p, false);
   void *c = map_chunk();
   if (!c) return false;
   /* Without the call (Linux < 5.14) the chunk is handed out unmapped: only slower. */

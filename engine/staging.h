@@ -8,14 +8,17 @@
 ** already faulted in: when a take leaves fewer than RMQ_STAGING_AHEAD ready
 ** while chunks are out (a transaction is being built), the filler maps
 ** chunks in until that many are ready again. Returned chunks are kept, up to
-** RMQ_STAGING_KEEP, for the next transaction; the filler unmaps the rest. A
-** store's staging memory is thus, at rest, at most RMQ_STAGING_KEEP x
-** RMQ_STAGING_CHUNK.
+** RMQ_STAGING_KEEP, for the next transaction. The filler unmaps the rest
+** once none has been given back for the pool's linger time, so that a store
+** taking large transactions one after another reuses memory already mapped
+** in (fresh memory is what costs). A store's staging memory is thus, at
+** rest, at most RMQ_STAGING_KEEP x RMQ_STAGING_CHUNK.
 */
 #ifndef RMQ_STAGING_H
 #define RMQ_STAGING_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Bytes per chunk. */
 #define RMQ_STAGING_CHUNK (4 << 20)
@@ -26,7 +29,10 @@
 
 typedef struct rmq_staging_pool rmq_staging_pool;
 
-rmq_staging_pool *rmq_staging_pool_new(void);
+/* How long a store keeps chunks beyond RMQ_STAGING_KEEP after the last was given back. */
+#define RMQ_STAGING_LINGER_MS 5000
+
+rmq_staging_pool *rmq_staging_pool_new(int64_t linger_ms);
 /* Unmaps the ready chunks; every chunk taken must have been given back. */
 void rmq_staging_pool_free(rmq_staging_pool *p);
 
@@ -41,7 +47,8 @@ bool rmq_staging_give(rmq_staging_pool *p, void *chunk);
 
 /*
 ** The filler (the allocation thread): map in one more chunk if wanted, else
-** unmap one given back beyond RMQ_STAGING_KEEP; true if it did either.
+** unmap one given back beyond RMQ_STAGING_KEEP once they have lingered;
+** true if it did either.
 */
 bool rmq_staging_fill_step(rmq_staging_pool *p);
 

@@ -289,7 +289,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
     if (!s->pool) return err->code;
     q->pool = s->pool;
   }
-  s->staging = rmq_staging_pool_new();
+  s->staging = rmq_staging_pool_new(RMQ_STAGING_LINGER_MS);
   if (s->staging) s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool,
                                                          s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");

@@ -25,7 +25,7 @@ static size_t chunk_pages(void) { return RMQ_STAGING_CHUNK / (size_t)sysconf(_SC
 
 /* Takes, gives, the filler's rule and the cap on kept chunks. */
 static void test_pool(void) {
-  rmq_staging_pool *p = rmq_staging_pool_new();
+  rmq_staging_pool *p = rmq_staging_pool_new(0);
   CHECK(p != NULL);
   CHECK(!rmq_staging_fill_step(p)); /* nothing out: nothing to fill for */
   bool fill = false;
@@ -68,6 +68,23 @@ static void test_pool(void) {
   rmq_staging_pool_free(p);
 }
 
+/* Chunks beyond the kept ones linger, and are handed out again before new ones. */
+static void test_linger(void) {
+  rmq_staging_pool *p = rmq_staging_pool_new(60000);
+  bool fill;
+  char *out[RMQ_STAGING_KEEP + 1];
+  for (int i = 0; i <= RMQ_STAGING_KEEP; i++) out[i] = rmq_staging_take(p, &fill);
+  out[RMQ_STAGING_KEEP][RMQ_STAGING_CHUNK - 1] = 7;
+  for (int i = 0; i <= RMQ_STAGING_KEEP; i++) rmq_staging_give(p, out[i]);
+  CHECK(!rmq_staging_fill_step(p)); /* given back just now: not unmapped yet */
+  char *again[RMQ_STAGING_KEEP + 1];
+  for (int i = 0; i <= RMQ_STAGING_KEEP; i++) again[i] = rmq_staging_take(p, &fill);
+  CHECK(again[RMQ_STAGING_KEEP] == out[RMQ_STAGING_KEEP]); /* the lingering one, as it was */
+  CHECK_EQ_INT(again[RMQ_STAGING_KEEP][RMQ_STAGING_CHUNK - 1], 7);
+  for (int i = 0; i <= RMQ_STAGING_KEEP; i++) rmq_staging_give(p, again[i]);
+  rmq_staging_pool_free(p); /* unmaps the lingering one too */
+}
+
 /* A store's allocation thread maps chunks in ahead of the transaction taking them. */
 static void test_store_fills(void) {
   char dir[64];
@@ -99,6 +116,7 @@ static void test_store_fills(void) {
 
 int main(void) {
   test_pool();
+  test_linger();
   test_store_fills();
   return check_report();
 }
