@@ -393,19 +393,17 @@ bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *nam
 
 void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
                          rmq_property_value *out) {
-  size_t want[RMQ_PROPERTIES_FIND_MAX];
-  if (n > RMQ_PROPERTIES_FIND_MAX) n = RMQ_PROPERTIES_FIND_MAX;
-  for (int i = 0; i < n; i++) {
-    want[i] = strlen(names[i]);
-    out[i] = (rmq_property_value){NULL, 0};
-  }
+  for (int i = 0; i < n; i++) out[i] = (rmq_property_value){NULL, 0};
   const char *name, *value;
   size_t nl, vl;
   rmq_properties_iter it;
   rmq_properties_iter_init(&it, props, len);
   while (rmq_properties_next(&it, &name, &nl, &value, &vl)) {
     for (int i = 0; i < n; i++) { /* keep going: the last one wins */
-      if (nl == want[i] && memcmp(name, names[i], nl) == 0) out[i] = (rmq_property_value){value, vl};
+      /* name is never empty (the iterator skips those); most names differ in byte 0 */
+      if (names[i][0] == name[0] && strlen(names[i]) == nl && memcmp(name, names[i], nl) == 0) {
+        out[i] = (rmq_property_value){value, vl};
+      }
     }
   }
 }

@@ -168,11 +168,9 @@ typedef struct rmq_property_value {
   size_t len;
 } rmq_property_value;
 /*
-** Look n names (at most RMQ_PROPERTIES_FIND_MAX) up in one pass over props
-** (readers want several per record): out[i] receives names[i]'s value, by
-** rmq_properties_get's rules.
+** Look n names up in one pass over props (readers want several per record):
+** out[i] receives names[i]'s value, by rmq_properties_get's rules.
 */
-#define RMQ_PROPERTIES_FIND_MAX 8
 void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
                          rmq_property_value *out);
 

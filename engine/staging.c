@@ -55,7 +55,7 @@ static void *pop_excess(rmq_staging_pool *p) {
 /* Unmap one excess chunk (only once they have lingered, unless forced); false if none. */
 static bool release_step(rmq_staging_pool *p, bool force) {
   pthread_mutex_lock(&p->mu);
-  bool due = force || monotonic_ms() - p->excess_given_ms >= p->linger_ms;
+  bool due = p->excess && (force || monotonic_ms() - p->excess_given_ms >= p->linger_ms);
   void *c = due ? pop_excess(p) : NULL;
   pthread_mutex_unlock(&p->mu);
   if (c) munmap(c, RMQ_STAGING_CHUNK);

@@ -439,6 +439,11 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
 
 /* ---------------------------------------------------------------- cursor */
 
+/* The properties columns show, in store_cursor.props. */
+enum { PROP_UNIQ_KEY, PROP_TAGS, PROP_KEYS, PROP_DELAY, PROP_COUNT };
+static const char *const shown_properties[PROP_COUNT] = {
+    RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_TAGS, RMQ_PROPERTY_KEYS, RMQ_PROPERTY_DELAY};
+
 typedef struct store_cursor {
   sqlite3_vtab_cursor base;
   store_vtab *vt;
@@ -448,7 +453,7 @@ typedef struct store_cursor {
   rmq_commitlog_ref ref;
   rmq_message m;
   bool props_found;
-  rmq_property_value props[4];
+  rmq_property_value props[PROP_COUNT];
   /* walks: the next offset to read, the end (exclusive), records to pass over */
   int64_t next_offset, end_offset, skip_below;
   /* consume queue */
@@ -874,15 +879,10 @@ static int store_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *rowid) {
 
 /* ---- xColumn */
 
-/* The properties columns show, in store_cursor.props. */
-enum { PROP_UNIQ_KEY, PROP_TAGS, PROP_KEYS, PROP_DELAY };
-static const char *const shown_properties[] = {RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_TAGS,
-                                               RMQ_PROPERTY_KEYS, RMQ_PROPERTY_DELAY};
-
 static const rmq_property_value *cursor_property(store_cursor *c, int which) {
   if (!c->props_found) {
     rmq_properties_find(c->m.properties, (size_t)c->m.properties_len, shown_properties,
-                        (int)(sizeof c->props / sizeof c->props[0]), c->props);
+                        PROP_COUNT, c->props);
     c->props_found = true;
   }
   return &c->props[which];
