@@ -232,6 +232,13 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
 
 /* A write this large goes through pwrite (rmq_mapped_file_write). */
 #define PWRITE_MIN (256 << 10)
+/*
+** and in pieces no larger than this: the kernel backs one write with page
+** cache folios as large as the write, up to 2 MiB, and on a virtual machine
+** whose host reclaims free memory (virtio-balloon free-page reporting) a
+** 2 MiB folio is what it has taken back: 3.6 us per KiB against 0.22.
+*/
+#define PWRITE_PIECE (256 << 10)
 
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   if (mf->write_buffer) {
@@ -252,7 +259,15 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
     memcpy(rmq_mapped_file_write_base(mf) + at, data, len);
     return RMQ_OK;
   }
-  if (rmq_io_pwrite(mf->fd, data, len, at) == (ssize_t)len) return RMQ_OK;
+  size_t done = 0;
+  while (done < len) {
+    size_t n = len - done < PWRITE_PIECE ? len - done : PWRITE_PIECE;
+    if (rmq_io_pwrite(mf->fd, (const uint8_t *)data + done, n, at + (off_t)done) != (ssize_t)n) {
+      break;
+    }
+    done += n;
+  }
+  if (done == len) return RMQ_OK;
   int e = errno;
   rmq_mapped_file_zero(mf, at, len);
   return rmq_err_set(err, e == ENOSPC || e == EDQUOT ? RMQ_EFULL : RMQ_EIO,
