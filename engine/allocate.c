@@ -114,27 +114,30 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 }
 
 /*
-** Fault in the next step of pages ahead of the writer, so that its appends
-** do not stop for the kernel to allocate and zero pages. MADV_POPULATE_WRITE
-** maps pages writable without touching their bytes, so it is safe while the
-** writer copies into the same segment. Only pages whose disk blocks the
-** writer reserved are taken (populating a sparse range is the slow path).
-** False when there is nothing to do (or the kernel lacks the call: then
-** appends fault as usual).
+** Ready the next step of pages ahead of the writer, so that its appends do
+** not stop for the kernel to allocate page cache and fault it in: pre-fill
+** them with zeros (rmq_mapped_file_prefill), then map them writable
+** (MADV_POPULATE_WRITE, bytes untouched). The window is PREFAULT_AHEAD plus
+** the staging memory of open transactions, whose COMMIT copies that much at
+** once. Pages below the writer's claim are left to the writer. False when
+** there is nothing to do.
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (mf->transient || svc->prefaulted >= mf->file_size) return false;
-  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD;
-  int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_acquire);
-  if (target > reserved) target = reserved;
-  if (svc->prefaulted >= target) return false;
-  int32_t len = (int32_t)(target - svc->prefaulted);
-  if (len > PREFAULT_STEP) len = PREFAULT_STEP;
-  if (madvise(mf->mapped + svc->prefaulted, (size_t)len, MADV_POPULATE_WRITE) != 0) {
-    svc->prefaulted = mf->file_size;
-    return false;
-  }
-  svc->prefaulted += len;
+  int64_t pending = (int64_t)rmq_staging_out(svc->staging) * RMQ_STAGING_CHUNK;
+  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD + pending;
+  if (target > mf->file_size) target = mf->file_size;
+  int32_t from = atomic_load(&mf->write_claim);
+  if (from < rmq_mapped_file_wrote(mf)) from = rmq_mapped_file_wrote(mf);
+  if (from < svc->prefaulted) from = svc->prefaulted;
+  from += (RMQ_OS_PAGE_SIZE - from % RMQ_OS_PAGE_SIZE) % RMQ_OS_PAGE_SIZE;
+  if (from >= target) return false;
+  int32_t to = target - from > PREFAULT_STEP ? from + PREFAULT_STEP : (int32_t)target;
+  int32_t done = rmq_mapped_file_prefill(mf, from, to);
+  if (done == from) return false;
+  /* Without the call (Linux < 5.14) the pages are only in the page cache. */
+  madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE);
+  svc->prefaulted = done;
   return true;
 }
 

@@ -347,6 +347,7 @@ int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *in, uint8_t *
 static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq_err *err) {
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH, err) != RMQ_OK) return NULL;
+  rmq_mapped_file_claim(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH);
   uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
@@ -366,6 +367,7 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_er
   if (!mf) return NULL;
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + (int32_t)need, err) != RMQ_OK) return NULL;
+  rmq_mapped_file_claim(mf, pos + (int32_t)need);
   return mf;
 }
 

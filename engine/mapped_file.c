@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,7 +231,7 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
   }
 }
 
-/* A write this large goes through pwrite (rmq_mapped_file_write). */
+/* A write this large goes through pwrite (rmq_mapped_file_write), */
 #define PWRITE_MIN (256 << 10)
 /*
 ** and in pieces no larger than this: the kernel backs one write with page
@@ -240,17 +241,45 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
 */
 #define PWRITE_PIECE (256 << 10)
 
+static const uint8_t zeros[PWRITE_PIECE];
+
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   if (mf->write_buffer) {
     memset(mf->write_buffer + at, 0, len);
     return;
   }
   /* By pwrite: through the mapping, a page without disk blocks would be SIGBUS. */
-  static const uint8_t zeros[65536];
   for (size_t done = 0; done < len; done += sizeof zeros) {
     size_t n = len - done < sizeof zeros ? len - done : sizeof zeros;
     if (pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) break;
   }
+}
+
+/*
+** The claim and a pre-fill each publish before they look at the other
+** (sequentially consistent), so at least one sees the other: the pre-fill
+** then gives up, or the writer waits for it to end.
+*/
+void rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto) {
+  atomic_store(&mf->write_claim, upto);
+  for (;;) {
+    int64_t busy = atomic_load(&mf->prefilling);
+    if (busy == 0 || (int32_t)(busy >> 32) >= upto) return;
+    sched_yield();
+  }
+}
+
+int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
+  while (from < to) {
+    int32_t end = to - from < PWRITE_PIECE ? to : from + PWRITE_PIECE;
+    atomic_store(&mf->prefilling, (int64_t)from << 32 | end);
+    bool ok = atomic_load(&mf->write_claim) <= from &&
+              pwrite(mf->fd, zeros, (size_t)(end - from), from) == end - from;
+    atomic_store(&mf->prefilling, 0);
+    if (!ok) break;
+    from = end;
+  }
+  return from;
 }
 
 int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,

@@ -117,6 +117,13 @@ bool rmq_staging_give(rmq_staging_pool *p, void *chunk) {
   return wake;
 }
 
+int rmq_staging_out(rmq_staging_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  int out = p->out;
+  pthread_mutex_unlock(&p->mu);
+  return out;
+}
+
 /* Whether to fill; a pool with no chunk out has no transaction to fill for. */
 static bool wanted(rmq_staging_pool *p) {
   pthread_mutex_lock(&p->mu);

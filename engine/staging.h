@@ -45,6 +45,9 @@ void *rmq_staging_take(rmq_staging_pool *p, bool *fill);
 /* Give a chunk back; true: the pool wants its filler woken (to unmap what it keeps no more). */
 bool rmq_staging_give(rmq_staging_pool *p, void *chunk);
 
+/* Chunks taken and not yet given back: the rows of open transactions. */
+int rmq_staging_out(rmq_staging_pool *p);
+
 /*
 ** The filler (the allocation thread): map in one more chunk if wanted, else
 ** unmap one given back beyond RMQ_STAGING_KEEP once they have lingered;

@@ -1,0 +1,108 @@
+/*
+** test_mapped_file.c: the commit-log segment's pre-fill (zeros written
+** ahead of the writer) never overwrites bytes the writer claimed.
+*/
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mapped_file.h"
+#include "testutil.h"
+
+#define SIZE (16 << 20)
+
+static rmq_mapped_file *open_segment(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/00000000000000000000", dir);
+  rmq_mapped_file *mf = NULL;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_mapped_file_open(path, 0, SIZE, true, true, &mf, &err), RMQ_OK);
+  if (mf) CHECK_EQ_INT(rmq_mapped_file_reserve(mf, SIZE, &err), RMQ_OK);
+  return mf;
+}
+
+/* The byte the writer puts at pos. */
+static uint8_t pattern(int32_t pos) { return (uint8_t)(pos % 251 + 1); }
+
+/* Append [pos, pos + len) as the commit log's writer does: claim, copy, publish. */
+static void append(rmq_mapped_file *mf, int32_t len) {
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  rmq_mapped_file_claim(mf, pos + len);
+  for (int32_t i = 0; i < len; i++) mf->mapped[pos + i] = pattern(pos + i);
+  rmq_mapped_file_advance(mf, len);
+}
+
+static int32_t first_wrong(rmq_mapped_file *mf, int32_t upto) {
+  for (int32_t i = 0; i < upto; i++) {
+    if (mf->mapped[i] != pattern(i)) return i;
+  }
+  return -1;
+}
+
+static void test_prefill_stops_at_claim(const char *dir) {
+  rmq_mapped_file *mf = open_segment(dir);
+  if (!mf) return;
+  append(mf, 10000);
+  /* Below the claim: nothing is written. */
+  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 4096, 65536), 4096);
+  CHECK_EQ_INT(first_wrong(mf, 10000), -1);
+  /* Above it: zeros, in the page cache. */
+  memset(mf->mapped + 20000, 7, 100);
+  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 12288, 1 << 20), 1 << 20);
+  CHECK_EQ_INT(mf->mapped[20050], 0);
+  CHECK_EQ_INT(first_wrong(mf, 10000), -1);
+  rmq_mapped_file_shutdown(mf, true);
+}
+
+typedef struct race {
+  rmq_mapped_file *mf;
+  atomic_bool done;
+  int prefills;
+} race;
+
+/* Pre-fill from wherever the writer is, as the allocation thread does, until it is done. */
+static void *prefiller(void *p) {
+  race *r = p;
+  while (!atomic_load(&r->done)) {
+    int32_t from = atomic_load(&r->mf->write_claim);
+    from += (4096 - from % 4096) % 4096;
+    if (from >= SIZE) break;
+    int32_t to = from + (1 << 20) > SIZE ? SIZE : from + (1 << 20);
+    if (rmq_mapped_file_prefill(r->mf, from, to) > from) r->prefills++;
+  }
+  return NULL;
+}
+
+/* A writer racing a pre-filler over the whole segment keeps every byte it wrote. */
+static void test_prefill_races_writer(const char *dir) {
+  rmq_mapped_file *mf = open_segment(dir);
+  if (!mf) return;
+  race r = {.mf = mf};
+  pthread_t th;
+  pthread_create(&th, NULL, prefiller, &r);
+  /* Appends of varied sizes, some spanning several pages. */
+  int32_t sizes[] = {1, 300, 4096, 5000, 70000, 131072, 17};
+  for (int i = 0; rmq_mapped_file_wrote(mf) < SIZE; i++) {
+    int32_t len = sizes[i % 7], room = SIZE - rmq_mapped_file_wrote(mf);
+    append(mf, len < room ? len : room);
+  }
+  atomic_store(&r.done, true);
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(first_wrong(mf, SIZE), -1);
+  CHECK(r.prefills > 0);
+  rmq_mapped_file_shutdown(mf, true);
+}
+
+int main(void) {
+  char dir[64];
+  void (*tests[])(const char *) = {test_prefill_stops_at_claim, test_prefill_races_writer,
+                                   test_prefill_races_writer, test_prefill_races_writer};
+  for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+    tu_tmpdir(dir, sizeof dir);
+    tests[i](dir);
+    tu_rmrf(dir);
+  }
+  return check_report();
+}
