@@ -136,7 +136,9 @@ static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   int32_t done = rmq_mapped_file_prefill(mf, from, to);
   if (done == from) return false;
   /* Without the call (Linux < 5.14) the pages are only in the page cache. */
-  madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE);
+  if (madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE) == 0) {
+    atomic_store(&mf->prefilled_position, done);
+  }
   svc->prefaulted = done;
   return true;
 }

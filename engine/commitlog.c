@@ -359,7 +359,8 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
 ** The writer's segment with room for need bytes plus a BLANK (rolling if
 ** needed), its disk space reserved for them.
 */
-static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_err *err) {
+static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, int32_t *ready,
+                                         rmq_err *err) {
   rmq_mapped_file *mf = rmq_mfq_last_or_create(&cl->mfq, 0, err);
   if (mf && need + RMQ_END_FILE_MIN_BLANK_LENGTH > mf->file_size - rmq_mapped_file_wrote(mf)) {
     mf = roll_segment(cl, mf, err);
@@ -367,7 +368,7 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, rmq_er
   if (!mf) return NULL;
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + (int32_t)need, err) != RMQ_OK) return NULL;
-  rmq_mapped_file_claim(mf, pos + (int32_t)need);
+  *ready = rmq_mapped_file_claim(mf, pos + (int32_t)need);
   return mf;
 }
 
@@ -425,13 +426,14 @@ static void fill_results(rmq_commitlog *cl, const put_batch *b, rmq_put_result *
 }
 
 /* Under the put lock: refuse when poisoned, else the segment to append `total` bytes to. */
-static rmq_mapped_file *locked_segment(rmq_commitlog *cl, int64_t total, rmq_err *err) {
+static rmq_mapped_file *locked_segment(rmq_commitlog *cl, int64_t total, int32_t *ready,
+                                       rmq_err *err) {
   if (atomic_load(&cl->poisoned)) {
     rmq_err_set(err, RMQ_EPOISONED, "the store refuses writes until it is reopened: %s",
                 cl->poison_msg);
     return NULL;
   }
-  return writable_segment(cl, total, err);
+  return writable_segment(cl, total, ready, err);
 }
 
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
@@ -445,7 +447,8 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
     put_lock(cl);
     int64_t now = rmq_now_ms();
     atomic_store(&cl->begin_time_in_lock, now);
-    rmq_mapped_file *mf = locked_segment(cl, b.total, err);
+    int32_t ready;
+    rmq_mapped_file *mf = locked_segment(cl, b.total, &ready, err);
     rc = mf ? append_batch(cl, mf, &b, now, err) : err->code;
     atomic_store(&cl->begin_time_in_lock, 0);
     put_unlock(cl);
@@ -509,28 +512,45 @@ static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t a
 }
 
 /*
+** Stamp the records of a span, where its first byte is at log offset
+** `offset`: copied into dst and stamped there, while their heads are in
+** cache, or (dst NULL) stamped in place. *at: where it stopped.
+*/
+static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, int64_t offset,
+                       int64_t now, tqt_entry **last, size_t *at, rmq_err *err) {
+  rmq_record_head h;
+  for (*at = 0; *at < span->len; *at += (size_t)h.len) {
+    uint8_t *rec = span->data + *at;
+    if (!read_head(rec, span->len - *at, &h, err)) return false;
+    if (dst) memcpy(rec = dst + *at, span->data + *at, (size_t)h.len);
+    if (!stamp_record(cl, rec, &h, offset + (int64_t)*at, now, last, err)) return false;
+  }
+  return true;
+}
+
+/*
 ** Stamp the records of the spans and copy them into mf; under the put lock.
-** A bad record fails the batch before anything is published: its queue
-** offsets are given back and the bytes copied so far zeroed, lest recovery
-** take them for records after a crash.
+** A span that lands below `ready` (pages pre-filled and mapped) is copied
+** through the mapping, the rest by rmq_mapped_file_write. A bad record
+** fails the batch before anything is published: its queue offsets are given
+** back and the bytes copied so far zeroed, lest recovery take them for
+** records after a crash.
 */
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans,
-                          int nspans, int64_t total, int64_t now, rmq_err *err) {
+                          int nspans, int64_t total, int64_t now, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
   /* A transaction's rows usually go to one queue, or a few: look again only on a change. */
   tqt_entry *last = NULL;
   for (int i = 0; i < nspans; i++) {
-    rmq_record_head h;
-    for (size_t at = 0; at < spans[i].len; at += (size_t)h.len) {
-      int64_t offset = mf->file_from_offset + pos + (int64_t)at;
-      if (!read_head(spans[i].data + at, spans[i].len - at, &h, err) ||
-          !stamp_record(cl, spans[i].data + at, &h, offset, now, &last, err)) {
-        unstamp(cl, spans, i, at);
-        rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
-        return err->code;
-      }
+    bool mapped = !mf->transient && pos + (int64_t)spans[i].len <= ready;
+    size_t at;
+    if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], mf->file_from_offset + pos,
+                    now, &last, &at, err)) {
+      unstamp(cl, spans, i, at);
+      rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (mapped ? spans[i].len : 0));
+      return err->code;
     }
-    if (rmq_mapped_file_write(mf, pos, spans[i].data, spans[i].len, err) != RMQ_OK) {
+    if (!mapped && rmq_mapped_file_write(mf, pos, spans[i].data, spans[i].len, err) != RMQ_OK) {
       unstamp(cl, spans, i + 1, 0);
       rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
       return err->code;
@@ -540,6 +560,14 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   atomic_store(&mf->store_timestamp, now);
   rmq_mapped_file_advance(mf, (int32_t)total);
   return RMQ_OK;
+}
+
+void rmq_commitlog_prepare_segment(rmq_commitlog *cl) {
+  if (!cl->mfq.writable || rmq_mfq_count(&cl->mfq) > 0) return;
+  rmq_err ignored = {0};
+  put_lock(cl);
+  rmq_mfq_last_or_create(&cl->mfq, 0, &ignored);
+  put_unlock(cl);
 }
 
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
@@ -553,9 +581,10 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   put_lock(cl);
   int64_t now = rmq_now_ms();
   atomic_store(&cl->begin_time_in_lock, now);
-  rmq_mapped_file *mf = locked_segment(cl, total, err);
+  int32_t ready;
+  rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
   if (mf) *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
-  rc = mf ? append_encoded(cl, mf, spans, nspans, total, now, err) : err->code;
+  rc = mf ? append_encoded(cl, mf, spans, nspans, total, now, ready, err) : err->code;
   atomic_store(&cl->begin_time_in_lock, 0);
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;

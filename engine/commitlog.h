@@ -97,6 +97,12 @@ typedef struct rmq_span {
 } rmq_span;
 
 /*
+** Make sure the log has a segment to write to (a new store has none), so
+** that the allocation thread pre-fills it while a first transaction is
+** being built. Errors are left for the append to report.
+*/
+void rmq_commitlog_prepare_segment(rmq_commitlog *cl);
+/*
 ** Append the `count` records that rmq_commitlog_encode wrote into spans, in
 ** order, as one contiguous batch (the same size limit as rmq_commitlog_put).
 ** Each record's queue offset, physical offset and store time are written

@@ -260,11 +260,13 @@ void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
 ** (sequentially consistent), so at least one sees the other: the pre-fill
 ** then gives up, or the writer waits for it to end.
 */
-void rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto) {
+int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto) {
+  /* Read first: a pre-fill that starts after the claim begins above it. */
+  int32_t ready = atomic_load(&mf->prefilled_position);
   atomic_store(&mf->write_claim, upto);
   for (;;) {
     int64_t busy = atomic_load(&mf->prefilling);
-    if (busy == 0 || (int32_t)(busy >> 32) >= upto) return;
+    if (busy == 0 || (int32_t)(busy >> 32) >= upto) return ready;
     sched_yield();
   }
 }

@@ -52,6 +52,7 @@ typedef struct rmq_mapped_file {
   atomic_int reserved_position;    /* disk blocks are allocated below this (commit log) */
   atomic_int write_claim;          /* the writer writes below this next (commit log) */
   _Atomic int64_t prefilling;      /* 0, or the range being pre-filled: from << 32 | to */
+  atomic_int prefilled_position;   /* pages from the claim to here are pre-filled and mapped */
   _Atomic int64_t store_timestamp; /* store time of the last record appended */
   atomic_int refcount;
   atomic_bool available;
@@ -134,9 +135,10 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 /*
 ** The writer is about to write below `upto`: wait out a pre-fill over its
 ** bytes and keep later ones above them. Called under the put lock before
-** any write to the commit log's segment.
+** any write to the commit log's segment. Returns how far the pages from the
+** write position on were pre-filled and mapped before the claim.
 */
-void rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto);
+int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto);
 /*
 ** Pre-fill [from, to) with zeros by pwrite, so that the writer's bytes land
 ** in page cache that exists (the pre-fault thread). pwrite makes page cache

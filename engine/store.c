@@ -430,6 +430,7 @@ void *rmq_store_staging_take(rmq_store *s) {
   bool fill = false;
   void *chunk = rmq_staging_take(s->staging, &fill);
   if (fill && s->allocate) rmq_allocate_wakeup(s->allocate);
+  if (chunk) rmq_commitlog_prepare_segment(&s->commitlog);
   return chunk;
 }
 
