@@ -284,15 +284,33 @@ static void encode_into(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t
 }
 
 /*
+** Have the allocation thread pre-fill the first segment, as a transaction's
+** first row does: a batch is then copied through the mapping, not written.
+*/
+static void prefill_first_segment(rmq_store *s) {
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  rmq_commitlog_prepare_segment(cl);
+  rmq_mapped_file *mf = rmq_mfq_last(&cl->mfq);
+  CHECK(mf != NULL);
+  if (!mf) return;
+  for (int i = 0; i < 500 && atomic_load(&mf->prefilled_position) < mf->file_size; i++) {
+    usleep(10000);
+  }
+  CHECK_EQ_INT(atomic_load(&mf->prefilled_position), mf->file_size);
+  rmq_mapped_file_release(mf);
+}
+
+/*
 ** Records encoded ahead and put as one batch from two spans read back as
 ** rmq_store_put would have written them: offsets per queue, the physical
 ** offset, the store time, a delayed message rewritten; a second batch
 ** continues where the first ended.
 */
-static void test_put_encoded(const char *dir) {
+static void put_encoded(const char *dir, bool prefilled) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
+  if (prefilled) prefill_first_segment(s);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
   static uint8_t a[4096], b[4096];
@@ -345,10 +363,11 @@ static void test_put_encoded(const char *dir) {
 ** segment (nothing written), or holding a record the store did not encode
 ** (queue offsets given back, nothing published, the bytes copied zeroed).
 */
-static void test_put_encoded_failures(const char *dir) {
+static void put_encoded_failures(const char *dir, bool prefilled) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
+  if (prefilled) prefill_first_segment(s);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
   static char body[SEG / 3];
@@ -395,13 +414,21 @@ static void test_put_encoded_failures(const char *dir) {
   rmq_store_close(s);
 }
 
+static void test_put_encoded(const char *dir) { put_encoded(dir, false); }
+static void test_put_encoded_prefilled(const char *dir) { put_encoded(dir, true); }
+static void test_put_encoded_failures(const char *dir) { put_encoded_failures(dir, false); }
+static void test_put_encoded_failures_prefilled(const char *dir) {
+  put_encoded_failures(dir, true);
+}
+
 int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
                                    test_fsync_failure,  test_flush_timeout,
                                    test_open_failure,   test_dir_sync_failure,
                                    test_disk_reservation,
                                    test_dispatch_disk_full, test_put_encoded,
-                                   test_put_encoded_failures};
+                                   test_put_encoded_failures, test_put_encoded_prefilled,
+                                   test_put_encoded_failures_prefilled};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
