@@ -124,11 +124,12 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (mf->transient || svc->prefaulted >= mf->file_size) return false;
+  int32_t wrote = rmq_mapped_file_wrote(mf);
   int64_t pending = (int64_t)rmq_staging_out(svc->staging) * RMQ_STAGING_CHUNK;
-  int64_t target = (int64_t)rmq_mapped_file_wrote(mf) + PREFAULT_AHEAD + pending;
+  int64_t target = (int64_t)wrote + PREFAULT_AHEAD + pending;
   if (target > mf->file_size) target = mf->file_size;
   int32_t from = atomic_load(&mf->write_claim);
-  if (from < rmq_mapped_file_wrote(mf)) from = rmq_mapped_file_wrote(mf);
+  if (from < wrote) from = wrote;
   if (from < svc->prefaulted) from = svc->prefaulted;
   from += (RMQ_OS_PAGE_SIZE - from % RMQ_OS_PAGE_SIZE) % RMQ_OS_PAGE_SIZE;
   if (from >= target) return false;

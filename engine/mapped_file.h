@@ -52,7 +52,7 @@ typedef struct rmq_mapped_file {
   atomic_int reserved_position;    /* disk blocks are allocated below this (commit log) */
   atomic_int write_claim;          /* the writer writes below this next (commit log) */
   _Atomic int64_t prefilling;      /* 0, or the range being pre-filled: from << 32 | to */
-  atomic_int prefilled_position;   /* pages from the claim to here are pre-filled and mapped */
+  atomic_int prefilled_position;   /* pages from the write position to here are pre-filled */
   _Atomic int64_t store_timestamp; /* store time of the last record appended */
   atomic_int refcount;
   atomic_bool available;
@@ -118,9 +118,9 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 ** full disk is then an error of the write that needs the space, where
 ** a sparse mapping would raise SIGBUS at the first write to a page; and a
 ** page fault on reserved blocks skips ext4's per-page delayed allocation,
-** which makes pre-faulting several times faster. File systems without
+** which makes those faults several times faster. File systems without
 ** fallocate keep the file sparse. RMQ_EFULL when the disk is full. Safe to
-** call from the writer and the pre-fault thread at once.
+** call from several threads at once.
 */
 #define RMQ_RESERVE_STEP (64 << 20)
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);
