@@ -121,7 +121,7 @@ FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -g -O1 -std=c11 -D_GNU_SOURCE -
 fuzz:
 	@mkdir -p build-fuzz/corpus
 	clang $(FUZZ_FLAGS) test/fuzz/fuzz_decode.c engine/message.c engine/crc32.c -o build-fuzz/fuzz_decode
-	cp -f ../shared/golden/store-*/commitlog/* build-fuzz/corpus/ 2>/dev/null || true
+	cp -f test/golden/store-*/commitlog/* build-fuzz/corpus/ 2>/dev/null || true
 	build-fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=70000 build-fuzz/corpus
 
 clean:

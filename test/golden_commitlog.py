@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """golden_commitlog.py: our record decoders against the CommitLogs that
-Apache RocketMQ 4.9.7 wrote (/work/shared/golden, see its MANIFEST.md).
+Apache RocketMQ 4.9.7 wrote (test/golden, see its MANIFEST.md).
 
     golden_commitlog.py [<golden_dump binary> [<golden dir>]]   (default: $RMQ_BUILD/test/golden_dump, $RMQ_GOLDEN)
 
-The golden dir defaults to ../shared/golden next to the repository. For
+The golden dir defaults to test/golden in the repository. For
 store-normal and store-crash this runs test/engine/golden_dump (the C codec)
 and test/spec_decoder.py (an independent Python decoder) over the read-only
 store, checks that both print the same lines, and checks each against
@@ -101,7 +101,7 @@ def main(argv):
     build = os.environ.get('RMQ_BUILD') or os.path.join(repo_root, 'build')
     binary = argv[1] if len(argv) > 1 else os.path.join(build, 'test', 'golden_dump')
     golden = argv[2] if len(argv) == 3 else (
-        os.environ.get('RMQ_GOLDEN') or os.path.join(repo_root, '..', 'shared', 'golden'))
+        os.environ.get('RMQ_GOLDEN') or os.path.join(repo_root, 'test', 'golden'))
     with open(os.path.join(golden, 'expected.json'), encoding='utf-8') as fh:
         expected = json.load(fh)
     c = Checks()

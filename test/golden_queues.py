@@ -16,7 +16,7 @@ store, read-only, with every index key of expected.json on stdin, and checks:
     engine (golden_queues_dump --rebuild) gives consume-queue files and index
     files byte-identical to RocketMQ's (index files compared in name order,
     as their names are creation times).
-Environment: RMQ_BUILD (default build), RMQ_GOLDEN (default ../shared/golden,
+Environment: RMQ_BUILD (default build), RMQ_GOLDEN (default test/golden,
 relative to the repository root). Ends with "N passed, N failed"; exit 1 on
 any failure.
 """
@@ -151,7 +151,7 @@ def check_rebuild(name, store, dump, cfg):
 
 def main():
     build = os.environ.get("RMQ_BUILD", "build")
-    golden = os.environ.get("RMQ_GOLDEN", os.path.join("..", "shared", "golden"))
+    golden = os.environ.get("RMQ_GOLDEN", os.path.join("test", "golden"))
     dump = os.path.join(build, "test", "golden_queues_dump")
     try:
         with open(os.path.join(golden, "expected.json"), encoding="utf-8") as f:

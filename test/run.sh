@@ -18,7 +18,7 @@
 #   RMQ_EXT     BUILD/rocketmq, the extension without its .so suffix, ready
 #               for load_extension() / .load / conn.load_extension()
 #   RMQ_BUILD   BUILD; helper programs live in RMQ_BUILD/test/ (golden_dump)
-#   RMQ_GOLDEN  the golden RocketMQ store files (../shared/golden)
+#   RMQ_GOLDEN  the golden RocketMQ store files (test/golden)
 # Values already set in the environment are kept.
 #
 # Each program must end its output with a line `N passed, N failed` (the C
@@ -55,10 +55,7 @@ mkdir -p "$logs"
 
 export RMQ_EXT=${RMQ_EXT:-$build/rocketmq}
 export RMQ_BUILD=${RMQ_BUILD:-$build}
-if [ -z "${RMQ_GOLDEN:-}" ]; then
-  RMQ_GOLDEN=$(cd "$root/../shared/golden" 2>/dev/null && pwd) || RMQ_GOLDEN=$root/../shared/golden
-fi
-export RMQ_GOLDEN
+export RMQ_GOLDEN=${RMQ_GOLDEN:-$root/test/golden}
 
 # The environment of interpreter runs: the sanitizer runtime preloaded.
 interp_env=()

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """spec_decoder.py: an independent reader of RocketMQ store files.
 
-Written from /work/shared/spec/ROCKETMQ-STORE.md (sections 2, 3, 4, 8.2, 14),
+Written from the description of RocketMQ 4.9's store format (CommitLog,
+ConsumeQueue, IndexFile and StoreCheckpoint records),
 not from the C engine, so that it can judge the stores the engine writes.
 test/golden_commitlog.py proves it right against the files Apache RocketMQ
 4.9.7 wrote.

@@ -28,7 +28,7 @@
 # checkout built with `make`):
 #   RMQ_EXT      the extension to load (default build/rocketmq)
 #   RMQ_BUILD    the build directory (default build)
-#   RMQ_GOLDEN   the golden RocketMQ stores (default ../shared/golden)
+#   RMQ_GOLDEN   the golden RocketMQ stores (default test/golden)
 # available as ::rmq_ext, ::rmq_build, ::rmq_golden; ::rmq_root is the
 # repository root.
 
@@ -41,7 +41,7 @@ proc rmq_env {name default} {
 }
 set ::rmq_build [rmq_env RMQ_BUILD [file join $::rmq_root build]]
 set ::rmq_ext [rmq_env RMQ_EXT [file join $::rmq_build rocketmq]]
-set ::rmq_golden [rmq_env RMQ_GOLDEN [file join $::rmq_root .. shared golden]]
+set ::rmq_golden [rmq_env RMQ_GOLDEN [file join $::rmq_root test golden]]
 
 set ::nPass 0
 set ::nFail 0
