@@ -6,37 +6,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-int64_t rmq_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t rmq_monotonic_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void rmq_deadline_in(struct timespec *ts, int64_t ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += ms / 1000;
-  ts->tv_nsec += (ms % 1000) * 1000000;
-  if (ts->tv_nsec >= 1000000000) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000;
-  }
-}
-
-void rmq_cond_init_monotonic(pthread_cond_t *cond) {
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(cond, &attr);
-  pthread_condattr_destroy(&attr);
-}
 
 void rmq_service_thread_init(rmq_service_thread *st, const char *name, rmq_service_run run,
                              void *arg) {

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "rmq_err.h"
 
 typedef struct rmq_service_thread rmq_service_thread;
@@ -43,13 +44,5 @@ void rmq_service_thread_wait(rmq_service_thread *st, int64_t ms);
 bool rmq_service_thread_stopped(rmq_service_thread *st);
 /* Stop and join (a no-op if never started); then free the sync objects. */
 void rmq_service_thread_shutdown(rmq_service_thread *st);
-
-/* Clock helpers shared by the services. */
-int64_t rmq_now_ms(void);          /* wall clock, ms since the epoch */
-int64_t rmq_monotonic_ms(void);    /* monotonic clock, ms */
-/* An absolute CLOCK_MONOTONIC deadline ms from now, for pthread_cond_timedwait. */
-void rmq_deadline_in(struct timespec *ts, int64_t ms);
-/* Initialise a condition variable that waits on CLOCK_MONOTONIC. */
-void rmq_cond_init_monotonic(pthread_cond_t *cond);
 
 #endif

@@ -392,12 +392,6 @@ void rmq_store_close(rmq_store *s) {
 
 /* ------------------------------------------------------------------ use */
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void record_latency(rmq_store *s, int64_t ns) {
   int b = 0;
   while (b < RMQ_LATENCY_BUCKETS - 1 && ns >= (int64_t)2 << b) b++;
@@ -442,9 +436,9 @@ void rmq_store_staging_give(rmq_store *s, void *chunk) {
 static int timed_put(rmq_store *s, const put_args *a, rmq_err *err) {
   static _Thread_local unsigned calls;
   if ((calls++ & 15) != 0) return store_put(s, a, err);
-  int64_t t0 = now_ns();
+  int64_t t0 = rmq_monotonic_ns();
   int rc = store_put(s, a, err);
-  if (rc == RMQ_OK) record_latency(s, now_ns() - t0);
+  if (rc == RMQ_OK) record_latency(s, rmq_monotonic_ns() - t0);
   return rc;
 }
 

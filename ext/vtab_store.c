@@ -65,7 +65,7 @@
 #include <string.h>
 
 #include "rmq_ext.h"
-#include "service_thread.h"
+#include "clock.h"
 
 #define STORE_SCHEMA                                                                        \
   "CREATE TABLE x(commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT,"      \

@@ -1,0 +1,34 @@
+/*
+** clock.c: wall and monotonic clocks, monotonic deadlines (see clock.h).
+*/
+#include "clock.h"
+
+static int64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t rmq_now_ms(void) { return clock_ns(CLOCK_REALTIME) / 1000000; }
+
+int64_t rmq_monotonic_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000; }
+
+int64_t rmq_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+void rmq_deadline_in(struct timespec *ts, int64_t ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (ms % 1000) * 1000000;
+  if (ts->tv_nsec >= 1000000000) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000;
+  }
+}
+
+void rmq_cond_init_monotonic(pthread_cond_t *cond) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &attr);
+  pthread_condattr_destroy(&attr);
+}
