@@ -133,6 +133,17 @@ int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queu
 /* Store time of the record at phy_offset, or -1 (a rmq_cq_store_time_fn; store is the rmq_store). */
 int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
 
+/*
+** Wait until the dispatcher has put everything appended before this call
+** into the consume queues and index files, at most RMQ_DISPATCH_WAIT_MS,
+** so that a reader sees every message whose put returned before it started.
+** RMQ_OK at once for a read-only store (the files are what they are).
+** RMQ_ETIMEOUT: the dispatcher did not get there in time. RMQ_EPOISONED:
+** dispatch stopped after a failed write (the message says why).
+*/
+#define RMQ_DISPATCH_WAIT_MS 30000
+int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
+
 /* One sentence on how the last open recovered the store (and what it cut). */
 const char *rmq_store_recovery_report(rmq_store *s);
 

@@ -491,6 +491,13 @@ const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report;
 
 /* ------------------------------------------------------------- queries */
 
+int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
+  rmq_reput_service *r = rmq_store_reput(s);
+  if (!r) return RMQ_OK;
+  return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS,
+                            err);
+}
+
 /* Does the record's UNIQ_KEY, or one of its space-separated KEYS, equal key? */
 static bool record_has_key(const rmq_message *m, const char *key, size_t key_len) {
   size_t n;

@@ -29,14 +29,9 @@ void rmq_reader_close(rmq_reader *r) {
   r->store = NULL;
 }
 
-#define READER_DISPATCH_WAIT_MS 30000
-
 int rmq_reader_wait_dispatched(rmq_reader *r, char **errmsg) {
-  rmq_reput_service *reput = rmq_store_reput(r->store);
-  if (reput == NULL) return SQLITE_OK; /* read-only: the files are what they are */
   rmq_err err = {0};
-  if (rmq_reput_wait_for(reput, rmq_commitlog_max_offset(rmq_store_commitlog(r->store)),
-                         READER_DISPATCH_WAIT_MS, &err) != RMQ_OK) {
+  if (rmq_store_wait_dispatched(r->store, &err) != RMQ_OK) {
     *errmsg = sqlite3_mprintf("%s", err.msg);
     return SQLITE_ERROR;
   }

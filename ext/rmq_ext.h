@@ -40,11 +40,9 @@ typedef struct rmq_reader {
 int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg);
 void rmq_reader_close(rmq_reader *r);
 /*
-** For readers of consume queues and index files: wait (up to 30 s) until
-** the live store's dispatcher has covered everything appended before now,
+** For readers of consume queues and index files: rmq_store_wait_dispatched,
 ** so that a query sees every message whose INSERT returned before it
-** started. A no-op for files opened read-only. On failure *errmsg is a
-** sqlite3_malloc'd message.
+** started. On failure *errmsg is a sqlite3_malloc'd message.
 */
 int rmq_reader_wait_dispatched(rmq_reader *r, char **errmsg);
 

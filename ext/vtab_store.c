@@ -83,8 +83,6 @@ enum {
   COL_WAIT_MS, COL_COUNT
 };
 
-/* How long a query waits for the dispatcher to catch up before it reads. */
-#define DISPATCH_WAIT_MS 30000
 /* Most candidates one key look-up reads (RocketMQ caps a query at 64). */
 #define KEY_QUERY_MAX 1024
 
@@ -583,13 +581,8 @@ static int64_t segment_for_time(store_cursor *c, int64_t ts) {
 
 /* Wait for the dispatcher to cover everything appended before this query started. */
 static int wait_dispatched(store_cursor *c) {
-  rmq_reput_service *r = rmq_store_reput(c->vt->store);
-  if (!r) return SQLITE_OK; /* read-only: the files are what they are */
   rmq_err err = {0};
-  if (rmq_reput_wait_for(r, rmq_commitlog_max_offset(cursor_log(c)), DISPATCH_WAIT_MS, &err) !=
-      RMQ_OK) {
-    return cursor_error(c, err.msg);
-  }
+  if (rmq_store_wait_dispatched(c->vt->store, &err) != RMQ_OK) return cursor_error(c, err.msg);
   return SQLITE_OK;
 }
 
