@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "commitlog_iter.h"
 #include "service_thread.h"
 
 /* ---------------------------------------------------- topic-queue table */
@@ -643,6 +644,19 @@ int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc
   return RMQ_OK;
 }
 
+int64_t rmq_commitlog_time_at(rmq_commitlog *cl, int64_t offset, int32_t size) {
+  rmq_commitlog_ref ref;
+  int64_t ts = -1;
+  if (rmq_commitlog_get_data(cl, offset, &ref) != RMQ_OK) return ts;
+  if (ref.avail >= 8 && (int64_t)ref.avail >= size) {
+    int32_t sys_flag = ref.avail >= RMQ_POS_SYSFLAG + 4 ? rmq_get32(ref.data + RMQ_POS_SYSFLAG) : 0;
+    size_t pos = (size_t)RMQ_POS_STORE_TIMESTAMP(sys_flag);
+    if (pos + 8 <= ref.avail) ts = rmq_get64(ref.data + pos);
+  }
+  rmq_commitlog_ref_release(&ref);
+  return ts;
+}
+
 /* ------------------------------------------------------------- recovery */
 
 /* The segment abnormal recovery starts from (spec §8.4). */
@@ -669,32 +683,27 @@ typedef struct recover_scan {
 static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *ctx,
                           recover_scan *out) {
   rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, index);
-  if (mf) rmq_mapped_file_will_read(mf);
-  int32_t pos = 0;
+  out->end = mf ? mf->file_from_offset : 0;
   out->stop = RMQ_DECODE_BAD_MAGIC;
   out->stop_size = 0;
-  while (mf) {
-    rmq_message m;
-    rmq_decode_status s =
-        rmq_message_decode(mf->mapped + pos, (size_t)(mf->file_size - pos), true, &m);
-    if (s == RMQ_DECODE_OK) {
-      if (cb) cb(ctx, &m);
-      pos += m.total_size;
+  if (!mf) return;
+  rmq_mapped_file_release(mf);
+  rmq_commitlog_iter it;
+  rmq_commitlog_record rec;
+  rmq_cl_iter_start(&it, cl, out->end, INT64_MAX,
+                    RMQ_CL_ITER_WHOLE_SEGMENTS | RMQ_CL_ITER_CHECK_CRC | RMQ_CL_ITER_STRICT);
+  while (rmq_commitlog_iter_next(&it, &rec)) {
+    if (rec.kind == RMQ_RECORD_MESSAGE) {
+      if (cb) cb(ctx, &rec.m);
+      out->end = rec.offset + rec.size;
       continue;
     }
-    rmq_mapped_file *next = s == RMQ_DECODE_BLANK ? rmq_mfq_get(&cl->mfq, ++index) : NULL;
-    if (next) rmq_mapped_file_will_read(next);
-    if (!next) {
-      out->end = mf->file_from_offset + pos;
-      out->stop = s;
-      out->stop_size = m.total_size;
-    }
-    rmq_mapped_file_release(mf);
-    mf = next;
-    pos = 0;
+    /* A BLANK ends the log unless a later segment follows. */
+    out->end = rec.offset;
+    out->stop = rec.status;
+    out->stop_size = rec.m.total_size;
   }
 }
-
 /*
 ** Does a non-zero byte follow offset closely (a torn or overwritten tail,
 ** not the clean zeros after the last record)? Only a window is looked at:

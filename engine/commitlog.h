@@ -142,6 +142,12 @@ int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc
                                rmq_commitlog_ref *ref, rmq_message *out, rmq_err *err);
 
 /*
+** Store time of the record at offset, read from its header alone, or -1
+** when fewer than size bytes (or no header) are readable there.
+*/
+int64_t rmq_commitlog_time_at(rmq_commitlog *cl, int64_t offset, int32_t size);
+
+/*
 ** Recovery of the CommitLog alone (spec §8.3, §8.4): scan from the chosen
 ** segment with CRC checks, call on_record for every valid record when
 ** dispatching (abnormal recovery), and truncate after the last valid

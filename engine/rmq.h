@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "commitlog.h"
+#include "commitlog_iter.h"
 #include "consume_queue.h"
 #include "index_file.h"
 #include "message.h"
@@ -143,6 +144,15 @@ int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
 */
 #define RMQ_DISPATCH_WAIT_MS 30000
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
+
+/*
+** Start a walk of the commit log (commitlog_iter.h) over the records that
+** start in [from, to), from the segment that holds from or, when
+** min_store_time > INT64_MIN and it is later, from the last segment whose
+** first record was stored before min_store_time. flags: RMQ_CL_ITER_*.
+*/
+void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
+                              int64_t min_store_time, unsigned flags);
 
 /* One sentence on how the last open recovered the store (and what it cut). */
 const char *rmq_store_recovery_report(rmq_store *s);

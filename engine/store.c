@@ -491,6 +491,15 @@ const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report;
 
 /* ------------------------------------------------------------- queries */
 
+void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
+                              int64_t min_store_time, unsigned flags) {
+  if (min_store_time > INT64_MIN) {
+    int64_t seg = rmq_commitlog_segment_for_time(&s->commitlog, min_store_time);
+    if (seg > from) from = seg;
+  }
+  rmq_cl_iter_start(it, &s->commitlog, from, to, flags);
+}
+
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
@@ -540,19 +549,8 @@ int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_
 }
 
 int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size) {
-  rmq_store *s = store;
-  rmq_commitlog_ref ref;
-  int64_t ts = -1;
-  if (rmq_commitlog_get_data(&s->commitlog, phy_offset, &ref) != RMQ_OK) return ts;
-  if (ref.avail >= 8 && (int64_t)ref.avail >= size) {
-    int32_t sys_flag = ref.avail >= RMQ_POS_SYSFLAG + 4 ? rmq_get32(ref.data + RMQ_POS_SYSFLAG) : 0;
-    size_t pos = (size_t)RMQ_POS_STORE_TIMESTAMP(sys_flag);
-    if (pos + 8 <= ref.avail) ts = rmq_get64(ref.data + pos);
-  }
-  rmq_commitlog_ref_release(&ref);
-  return ts;
+  return rmq_commitlog_time_at(&((rmq_store *)store)->commitlog, phy_offset, size);
 }
-
 int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queue_id,
                                    int64_t timestamp, int64_t *queue_offset, rmq_err *err) {
   rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, topic, queue_id);

@@ -48,7 +48,8 @@
 **    properties      the properties as a JSON object of strings
 **    msg_id          the offset message id: store host + PHYSICALOFFSET
 **
-** How it works. Segments are walked in order from the first; in each,
+** How it works: the engine's commit-log iterator (rmq_commitlog_iter_*)
+** walks the segments in order from the first; in each,
 ** records are decoded (every length is checked against the bytes that
 ** exist) and the walk moves on by TOTALSIZE, to the next segment after a
 ** BLANK. A record whose CRC or lengths are wrong but whose TOTALSIZE fits
@@ -106,34 +107,14 @@ enum {
 #define CL_DIR 0x01
 #define CL_EQ 0x02
 
-/* Smallest record: the fixed fields with IPv4 hosts, empty body, topic and properties. */
-#define MIN_RECORD_SIZE 91
-
-typedef enum row_kind { ROW_MESSAGE, ROW_BLANK, ROW_DAMAGED } row_kind;
-
-/* Where the walk goes after a row. */
-typedef enum row_next { NEXT_RECORD, NEXT_FILE } row_next;
-
 typedef struct cl_cursor {
   sqlite3_vtab_cursor base;
   rmq_tvf_dir src;         /* the store read */
-  rmq_commitlog *cl;
-  bool whole_files;        /* no writer in this process: read each segment to its end */
-  rmq_mapped_file *mf;     /* held segment of the current row, or NULL at the end */
-  int32_t limit;           /* bytes of mf to read */
-  int32_t pos;             /* position of the current row in mf */
-  int64_t lo, hi;          /* offset bounds */
-  /* the current row */
-  row_kind kind;
-  row_next next;
-  int32_t size;
-  bool has_magic;
-  int32_t magic;
-  rmq_message m;
-  bool header;             /* m's header fields were read */
+  rmq_commitlog_iter it;   /* holds the segment of the current row */
+  bool eof;
+  rmq_commitlog_record rec;/* the current row */
   int crc_ok;              /* -1: not yet computed, 0/1, 2: not checkable */
-  char *reason;            /* structural reason (sqlite3_malloc'd), NULL if none */
-  char *full_reason;       /* reason with the CRC, for the column */
+  char *full_reason;       /* the record's reason with the CRC, for the column */
 } cl_cursor;
 
 /* ------------------------------------------------------------ the table */
@@ -152,178 +133,42 @@ static int cl_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 
 /* ------------------------------------------------------------ the walk */
 
-static bool all_zero(const uint8_t *p, size_t n) {
-  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
-}
-
-static int32_t file_limit(cl_cursor *c, rmq_mapped_file *mf) {
-  return c->whole_files ? mf->file_size : rmq_mapped_file_read_position(mf);
-}
-
-/* Hold the segment that starts at from (or the first one, when from was deleted). */
-static void enter_file(cl_cursor *c, int64_t from) {
-  if (c->mf) rmq_mapped_file_release(c->mf);
-  c->mf = rmq_mfq_find(&c->cl->mfq, from);
-  if (c->mf == NULL && from < rmq_commitlog_min_offset(c->cl)) c->mf = rmq_mfq_first(&c->cl->mfq);
-  c->pos = 0;
-  if (c->mf) c->limit = file_limit(c, c->mf);
-}
-
-/* Does a segment after the current one start with a record? */
-static bool later_file_has_data(cl_cursor *c) {
-  int64_t size = c->cl->mfq.file_size;
-  for (int64_t from = c->mf->file_from_offset + size;; from += size) {
-    rmq_mapped_file *mf = rmq_mfq_find(&c->cl->mfq, from);
-    if (mf == NULL) return false;
-    bool data = file_limit(c, mf) >= 8 && !all_zero(mf->mapped, 8);
-    rmq_mapped_file_release(mf);
-    if (data) return true;
-  }
-}
-
 static void clear_row(cl_cursor *c) {
-  sqlite3_free(c->reason);
   sqlite3_free(c->full_reason);
-  c->reason = c->full_reason = NULL;
-  c->has_magic = c->header = false;
+  c->full_reason = NULL;
   c->crc_ok = -1;
-  memset(&c->m, 0, sizeof c->m);
 }
 
-/* A row covering the rest of the segment. */
-static void damaged_tail(cl_cursor *c, int32_t avail, char *reason) {
-  c->kind = ROW_DAMAGED;
-  c->size = avail;
-  c->next = NEXT_FILE;
-  c->reason = reason;
-}
-
-/* The record at message magic whose decode failed with status s. */
-static void damaged_record(cl_cursor *c, rmq_decode_status s, int32_t avail) {
-  int32_t size = c->m.total_size;
-  if (s == RMQ_DECODE_TRUNCATED && (size < MIN_RECORD_SIZE || size > avail)) {
-    damaged_tail(c, avail, sqlite3_mprintf("TOTALSIZE %d is impossible: a record takes %d to %d "
-                                           "bytes here", (int)size, MIN_RECORD_SIZE, (int)avail));
-    return;
-  }
-  c->kind = ROW_DAMAGED;
-  c->size = size;
-  c->next = NEXT_RECORD;
-  if (s == RMQ_DECODE_BAD_LENGTH) {
-    int32_t want = rmq_message_length(c->m.sys_flag, c->m.body_len, c->m.topic_len,
-                                      c->m.properties_len, c->m.magic == RMQ_MAGIC_V2);
-    c->reason = sqlite3_mprintf("TOTALSIZE %d does not match the record's fields, which take %d "
-                                "bytes", (int)size, (int)want);
-  } else {
-    c->reason = sqlite3_mprintf("the %s runs past TOTALSIZE %d",
-                                c->header ? "body, topic or properties" : "header", (int)size);
-  }
-}
-
-/* Decode the row at c->pos (pos < limit); false at the end of the log. */
-static bool read_row(cl_cursor *c) {
+static void step(cl_cursor *c) {
   clear_row(c);
-  int32_t avail = c->limit - c->pos;
-  const uint8_t *p = c->mf->mapped + c->pos;
-  bool zero = (avail < 8 || rmq_get32(p + RMQ_POS_MAGIC) == 0) && all_zero(p, (size_t)avail);
-  if (avail < 8 || zero) {
-    if (zero) {
-      /* The end of this segment's data. */
-      if (!later_file_has_data(c)) return false;
-      damaged_tail(c, avail, sqlite3_mprintf("zero bytes up to the end of the segment where a "
-                                             "record or an end-of-file BLANK should be, and "
-                                             "later segments hold records"));
-    } else {
-      damaged_tail(c, avail, sqlite3_mprintf("%d bytes at the end of the segment are too few "
-                                             "for a record", (int)avail));
-    }
-    return true;
-  }
-  rmq_decode_status s = rmq_message_decode(p, (size_t)avail, false, &c->m);
-  c->has_magic = true;
-  c->magic = c->m.magic;
-  c->header = c->m.body != NULL;
-  switch (s) {
-    case RMQ_DECODE_OK:
-      c->kind = ROW_MESSAGE;
-      c->size = c->m.total_size;
-      c->next = NEXT_RECORD;
-      break;
-    case RMQ_DECODE_BLANK:
-      c->kind = ROW_BLANK;
-      c->size = c->m.total_size;
-      c->next = NEXT_FILE;
-      c->crc_ok = 2;
-      if (c->m.total_size != c->mf->file_size - c->pos || c->m.total_size < 8) {
-        c->reason = sqlite3_mprintf("BLANK of %d bytes does not fill the %d bytes left in the "
-                                    "segment", (int)c->m.total_size,
-                                    (int)(c->mf->file_size - c->pos));
-      }
-      break;
-    case RMQ_DECODE_BAD_MAGIC:
-      c->crc_ok = 2;
-      damaged_tail(c, avail, sqlite3_mprintf("magic code 0x%08X is neither a message nor a "
-                                             "BLANK, and the bytes after it are not all zero",
-                                             (unsigned)c->m.magic));
-      break;
-    default:
-      damaged_record(c, s, avail);
-      break;
-  }
-  if (!c->header) c->crc_ok = 2;
-  return true;
-}
-
-/* Advance past the current row (or start, when mf was just entered at pos 0). */
-static void step(cl_cursor *c, bool advance) {
-  if (advance) {
-    if (c->next == NEXT_FILE) {
-      enter_file(c, c->mf->file_from_offset + c->cl->mfq.file_size);
-    } else {
-      c->pos += c->size;
-    }
-  }
-  while (c->mf) {
-    if (c->pos >= c->limit) {
-      enter_file(c, c->mf->file_from_offset + c->cl->mfq.file_size);
-      continue;
-    }
-    int64_t offset = c->mf->file_from_offset + c->pos;
-    if (offset > c->hi || !read_row(c)) break;
-    if (offset >= c->lo) return;
-    /* Below the lower bound: skip it without reading more than its header. */
-    if (c->next == NEXT_FILE) {
-      enter_file(c, c->mf->file_from_offset + c->cl->mfq.file_size);
-    } else {
-      c->pos += c->size;
-    }
-  }
-  if (c->mf) rmq_mapped_file_release(c->mf);
-  c->mf = NULL;
+  c->eof = !rmq_commitlog_iter_next(&c->it, &c->rec);
 }
 
 /* 1/0 for the body CRC, 2 when there is no body to check. */
 static int row_crc_ok(cl_cursor *c) {
+  const rmq_message *m = &c->rec.m;
+  if (c->crc_ok < 0 && (c->rec.kind == RMQ_RECORD_BLANK || !c->rec.header)) c->crc_ok = 2;
   if (c->crc_ok < 0) {
-    c->crc_ok = c->m.body_len == 0 ||
-                rmq_body_crc(c->m.body, (size_t)c->m.body_len) == c->m.body_crc;
+    c->crc_ok = m->body_len == 0 || rmq_body_crc(m->body, (size_t)m->body_len) == m->body_crc;
   }
   return c->crc_ok;
 }
 
 static bool row_valid(cl_cursor *c) {
-  if (c->kind == ROW_BLANK) return c->reason == NULL;
-  return c->kind == ROW_MESSAGE && row_crc_ok(c) == 1;
+  if (c->rec.kind == RMQ_RECORD_BLANK) return c->rec.reason[0] == '\0';
+  return c->rec.kind == RMQ_RECORD_MESSAGE && row_crc_ok(c) == 1;
 }
 
 static const char *row_reason(cl_cursor *c) {
+  const char *reason = c->rec.reason[0] ? c->rec.reason : NULL;
   if (c->full_reason) return c->full_reason;
-  bool crc_bad = c->kind != ROW_BLANK && row_crc_ok(c) == 0;
-  if (!crc_bad) return c->reason;
-  int32_t computed = rmq_body_crc(c->m.body, (size_t)c->m.body_len);
+  bool crc_bad = c->rec.kind != RMQ_RECORD_BLANK && row_crc_ok(c) == 0;
+  if (!crc_bad) return reason;
+  const rmq_message *m = &c->rec.m;
+  int32_t computed = rmq_body_crc(m->body, (size_t)m->body_len);
   c->full_reason = sqlite3_mprintf("%s%sbody CRC %d does not match the stored BODYCRC %d",
-                                   c->reason ? c->reason : "", c->reason ? "; " : "",
-                                   (int)computed, (int)c->m.body_crc);
+                                   reason ? reason : "", reason ? "; " : "", (int)computed,
+                                   (int)m->body_crc);
   return c->full_reason;
 }
 
@@ -340,7 +185,7 @@ static int cl_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 static int cl_close(sqlite3_vtab_cursor *cur) {
   cl_cursor *c = (cl_cursor *)cur;
   clear_row(c);
-  if (c->mf) rmq_mapped_file_release(c->mf);
+  rmq_commitlog_iter_stop(&c->it);
   rmq_tvf_dir_close(&c->src);
   sqlite3_free(c);
   return SQLITE_OK;
@@ -354,31 +199,29 @@ static int cl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   int rc = rmq_tvf_check_args(cur->pVtab, idx);
   if (rc != SQLITE_OK) return rc;
   /* Let go of the segment before the store it belongs to may be closed. */
-  if (c->mf) rmq_mapped_file_release(c->mf);
-  c->mf = NULL;
+  rmq_commitlog_iter_stop(&c->it);
+  c->eof = true;
   rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
   if (rc != SQLITE_OK) return rc;
-  c->cl = rmq_store_commitlog(c->src.reader.store);
-  c->whole_files = rmq_store_config(c->src.reader.store)->readonly;
-  c->lo = INT64_MIN;
-  c->hi = INT64_MAX;
-  rmq_tvf_range(cur->pVtab, idx, argv, &c->lo, &c->hi);
-  int64_t min = rmq_commitlog_min_offset(c->cl);
-  enter_file(c, c->lo > min ? c->lo - c->lo % c->cl->mfq.file_size : min);
-  step(c, false);
+  rmq_store *s = c->src.reader.store;
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  rmq_tvf_range(cur->pVtab, idx, argv, &lo, &hi);
+  /* Without a writer in this process, each segment is read to its end. */
+  unsigned flags = rmq_store_config(s)->readonly ? RMQ_CL_ITER_WHOLE_SEGMENTS : 0;
+  rmq_commitlog_iter_start(&c->it, s, lo, hi == INT64_MAX ? hi : hi + 1, INT64_MIN, flags);
+  step(c);
   return SQLITE_OK;
 }
 
 static int cl_next(sqlite3_vtab_cursor *cur) {
-  step((cl_cursor *)cur, true);
+  step((cl_cursor *)cur);
   return SQLITE_OK;
 }
 
-static int cl_eof(sqlite3_vtab_cursor *cur) { return ((cl_cursor *)cur)->mf == NULL; }
+static int cl_eof(sqlite3_vtab_cursor *cur) { return ((cl_cursor *)cur)->eof; }
 
 static int cl_rowid(sqlite3_vtab_cursor *cur, sqlite_int64 *rowid) {
-  cl_cursor *c = (cl_cursor *)cur;
-  *rowid = c->mf->file_from_offset + c->pos;
+  *rowid = ((cl_cursor *)cur)->rec.offset;
   return SQLITE_OK;
 }
 
@@ -390,8 +233,8 @@ static void result_host(sqlite3_context *ctx, const rmq_host *h) {
 
 /* The decoded fields, NULL where the bytes did not reach them. */
 static void header_column(cl_cursor *c, sqlite3_context *ctx, int col) {
-  const rmq_message *m = &c->m;
-  if (!c->header) return;
+  const rmq_message *m = &c->rec.m;
+  if (!c->rec.header) return;
   switch (col) {
     case COL_TOPIC:
       if (m->topic) sqlite3_result_text(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT);
@@ -433,19 +276,19 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   switch (col) {
     case COL_FILE: {
       char name[21];
-      rmq_file_name(c->mf->file_from_offset, name);
+      rmq_file_name(c->rec.segment, name);
       sqlite3_result_text(ctx, name, -1, SQLITE_TRANSIENT);
       break;
     }
-    case COL_OFFSET: sqlite3_result_int64(ctx, c->mf->file_from_offset + c->pos); break;
-    case COL_SIZE: sqlite3_result_int(ctx, c->size); break;
+    case COL_OFFSET: sqlite3_result_int64(ctx, c->rec.offset); break;
+    case COL_SIZE: sqlite3_result_int(ctx, c->rec.size); break;
     case COL_MAGIC:
-      if (c->has_magic) sqlite3_result_int(ctx, c->magic);
+      if (c->rec.has_magic) sqlite3_result_int(ctx, c->rec.m.magic);
       break;
-    case COL_KIND: sqlite3_result_text(ctx, kinds[c->kind], -1, SQLITE_STATIC); break;
+    case COL_KIND: sqlite3_result_text(ctx, kinds[c->rec.kind], -1, SQLITE_STATIC); break;
     case COL_VALID: sqlite3_result_int(ctx, row_valid(c)); break;
     case COL_CRC_OK:
-      if (c->kind != ROW_BLANK && row_crc_ok(c) != 2) sqlite3_result_int(ctx, row_crc_ok(c));
+      if (c->rec.kind != RMQ_RECORD_BLANK && row_crc_ok(c) != 2) sqlite3_result_int(ctx, row_crc_ok(c));
       break;
     case COL_REASON: {
       const char *r = row_reason(c);

@@ -452,8 +452,10 @@ typedef struct store_cursor {
   rmq_message m;
   bool props_found;
   rmq_property_value props[PROP_COUNT];
-  /* walks: the next offset to read, the end (exclusive), records to pass over */
-  int64_t next_offset, end_offset, skip_below;
+  /* walks: the commit log's records, the iterator holding the current one's segment */
+  rmq_commitlog_iter walk;
+  /* consume queue: the next queue offset to read */
+  int64_t next_offset;
   /* consume queue */
   rmq_consume_queue *cq;
   rmq_cq_iter it;
@@ -481,6 +483,7 @@ static int store_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out) {
 
 static void cursor_reset(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
+  rmq_commitlog_iter_stop(&c->walk);
   if (c->iterating) rmq_cq_iter_stop(&c->it);
   c->iterating = false;
   sqlite3_free(c->topic);
@@ -519,62 +522,28 @@ static bool load_record(store_cursor *c, int64_t offset) {
 /* ---- walks (offset range, scan) */
 
 /*
-** The next record at or after next_offset (skipping BLANKs and, since a
-** range may start inside a record, records that start below skip_below).
-** An invalid record inside the written log is an error, never an end.
+** The next record of the walk, BLANKs skipped. An invalid record inside the
+** written log is an error, never an end.
 */
 static int walk_next(store_cursor *c) {
-  rmq_commitlog *cl = cursor_log(c);
   rmq_commitlog_ref_release(&c->ref);
-  while (c->next_offset < c->end_offset && c->next_offset < rmq_commitlog_max_offset(cl)) {
-    if (rmq_commitlog_get_data(cl, c->next_offset, &c->ref) != RMQ_OK) {
-      c->next_offset = rmq_commitlog_roll_next(cl, c->next_offset);
-      continue;
-    }
-    rmq_decode_status s = rmq_message_decode(c->ref.data, c->ref.avail, false, &c->m);
-    c->props_found = false;
-    if (s == RMQ_DECODE_OK) {
-      c->next_offset += c->m.total_size;
-      if (c->m.physical_offset + c->m.total_size <= c->skip_below) {
-        rmq_commitlog_ref_release(&c->ref);
-        continue;
-      }
-      return SQLITE_OK;
-    }
-    rmq_commitlog_ref_release(&c->ref);
-    if (s != RMQ_DECODE_BLANK) {
+  rmq_commitlog_record rec;
+  while (rmq_commitlog_iter_next(&c->walk, &rec)) {
+    if (rec.kind == RMQ_RECORD_BLANK) continue;
+    if (rec.kind == RMQ_RECORD_DAMAGED) {
       char *msg = sqlite3_mprintf("commit log offset %lld holds no valid record (%s): the store "
                                   "is damaged; rocketmq_commitlog shows where",
-                                  (long long)c->next_offset, rmq_decode_status_name(s));
+                                  (long long)rec.offset, rmq_decode_status_name(rec.status));
       cursor_error(c, msg);
       sqlite3_free(msg);
       return SQLITE_CORRUPT;
     }
-    c->next_offset = rmq_commitlog_roll_next(cl, c->next_offset);
+    c->m = rec.m;
+    c->props_found = false;
+    return SQLITE_OK;
   }
   c->eof = true;
   return SQLITE_OK;
-}
-
-/*
-** Where records stored at or after ts can start: the last segment whose
-** first record was stored before ts. Not "at or before": many records share
-** a millisecond, so the segment before one that starts at ts can end with
-** records of ts.
-*/
-static int64_t segment_for_time(store_cursor *c, int64_t ts) {
-  rmq_commitlog *cl = cursor_log(c);
-  int64_t start = rmq_commitlog_min_offset(cl);
-  for (int i = 0, n = rmq_mfq_count(&cl->mfq); i < n; i++) {
-    rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, i);
-    if (!mf) continue;
-    int64_t first_ts = rmq_store_time_at(c->vt->store, mf->file_from_offset, 0);
-    int64_t from = mf->file_from_offset;
-    rmq_mapped_file_release(mf);
-    if (first_ts < 0 || first_ts >= ts) break;
-    start = from;
-  }
-  return start;
 }
 
 /* ---- consume queue */
@@ -775,30 +744,19 @@ static int cq_filter(store_cursor *c, filter_args *a) {
 }
 
 static int walk_filter(store_cursor *c, filter_args *a) {
-  rmq_commitlog *cl = cursor_log(c);
-  int64_t min = rmq_commitlog_min_offset(cl);
-  range r = {min, INT64_MAX}, ts = time_range(a);
+  range r = {INT64_MIN, INT64_MAX}, ts = time_range(a);
   range_narrow(&r, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_OFF_GE]);
   range_narrow(&r, SQLITE_INDEX_CONSTRAINT_GT, a->v[S_OFF_GT]);
   range_narrow(&r, SQLITE_INDEX_CONSTRAINT_LE, a->v[S_OFF_LE]);
   range_narrow(&r, SQLITE_INDEX_CONSTRAINT_LT, a->v[S_OFF_LT]);
-  if (ts.lo >= ts.hi) r.hi = r.lo;
-  if (ts.lo > INT64_MIN) {
-    int64_t from = segment_for_time(c, ts.lo);
-    if (from > r.lo) r.lo = from;
-  }
-  if (r.lo >= r.hi) {
+  if (ts.lo >= ts.hi || r.lo >= r.hi) {
     c->eof = true;
     return SQLITE_OK;
   }
-  /* A range may start inside a record: walk from its segment's start. */
-  int64_t seg = cl->mfq.file_size;
-  c->skip_below = r.lo;
-  c->next_offset = r.lo - r.lo % seg < min ? min : r.lo - r.lo % seg;
-  c->end_offset = r.hi;
+  /* The walk starts at the segment that holds r.lo, or that can hold ts.lo when later. */
+  rmq_commitlog_iter_start(&c->walk, c->vt->store, r.lo, r.hi, ts.lo, RMQ_CL_ITER_STRICT);
   return walk_next(c);
 }
-
 static int point_filter(store_cursor *c, int64_t offset) {
   c->eof = offset < 0 || !load_record(c, offset) || c->m.physical_offset != offset;
   return SQLITE_OK;
