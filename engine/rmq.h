@@ -154,6 +154,35 @@ int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
 void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
                               int64_t min_store_time, unsigned flags);
 
+/* A store's figures, as rocketmq_stats shows them. */
+typedef struct rmq_stats {
+  int64_t commitlog_min_offset;  /* start of the first commit-log segment */
+  int64_t commitlog_max_offset;  /* end of what was appended (write position) */
+  int64_t committed_offset;      /* end of what readers see (maxPhyOffset) */
+  int64_t flushed_offset;        /* end of what is known to be on disk */
+  int64_t dispatched_offset;     /* end of what the dispatcher covered (read-only: committed) */
+  int64_t dispatch_behind_bytes; /* committed_offset - dispatched_offset */
+  int64_t dispatch_skipped;      /* records the dispatcher skipped as invalid */
+  int64_t put_count;             /* messages appended since the store was opened */
+  int64_t put_latency_p50_ns;    /* rmq_store_put_latency_ns at 0.5 and 0.99 */
+  int64_t put_latency_p99_ns;
+  int64_t commitlog_files, commitlog_file_size;
+  int64_t consume_queues;        /* (topic, queue_id) pairs */
+  int64_t consumequeue_files;    /* their segments, all queues together */
+  int64_t index_files, index_slots, index_entries;
+  int64_t file_bytes;            /* the sizes of all files under the store's directory */
+  int64_t disk_bytes;            /* the disk space they take (allocated blocks) */
+  const char *recovery;          /* rmq_store_recovery_report, valid while the store is open */
+  bool poisoned;                 /* an I/O failure stopped writes until the store is reopened */
+  char poison_reason[256];       /* why, "" when not poisoned */
+} rmq_stats;
+/*
+** Fill *st. The file sizes come from a walk of the store's directory
+** (symbolic links not followed; a file that vanishes meanwhile is left
+** out). RMQ_ENOMEM when the list of consume queues cannot be copied.
+*/
+int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
+
 /* One sentence on how the last open recovered the store (and what it cut). */
 const char *rmq_store_recovery_report(rmq_store *s);
 

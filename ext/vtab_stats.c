@@ -51,18 +51,11 @@
 **                           store is reopened, else 0
 **    poison_reason          why (TEXT), NULL when not poisoned
 **
-** How it works: xFilter computes every row once (walking dir for the file
-** sizes, symbolic links not followed); idxNum is 1 when dir was given
-** (argv[0]) and 0 for the plan without it, which fails in xFilter; idxStr
-** is "stats" or "no dir".
+** How it works: xFilter computes every row once, from rmq_store_stats
+** (which walks dir for the file sizes, symbolic links not followed); idxNum
+** is 1 when dir was given (argv[0]) and 0 for the plan without it, which
+** fails in xFilter; idxStr is "stats" or "no dir".
 */
-#include <dirent.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-
 #include "rmq_ext.h"
 
 #define ST_SCHEMA "CREATE TABLE x(name TEXT, value, dir HIDDEN)"
@@ -117,81 +110,33 @@ static bool add_text(st_cursor *c, const char *name, const char *text) {
   return true;
 }
 
-/* Add up the apparent and the allocated sizes of the files under path. */
-static void du(const char *path, int64_t *file_bytes, int64_t *disk_bytes) {
-  DIR *d = opendir(path);
-  if (d == NULL) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char child[PATH_MAX];
-    struct stat st;
-    if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child ||
-        lstat(child, &st) != 0) {
-      continue;
-    }
-    if (S_ISDIR(st.st_mode)) {
-      du(child, file_bytes, disk_bytes);
-    } else if (S_ISREG(st.st_mode)) {
-      *file_bytes += st.st_size;
-      *disk_bytes += (int64_t)st.st_blocks * 512;
-    }
-  }
-  closedir(d);
-}
-
-/* Consume queues and their segments. */
-static int count_queues(rmq_store *s, int64_t *queues, int64_t *files) {
-  rmq_consume_queue **all;
-  int n;
-  rmq_err err = {0};
-  if (rmq_cq_table_snapshot(rmq_store_consume_queues(s), &all, &n, &err) != RMQ_OK) {
-    return SQLITE_NOMEM;
-  }
-  *queues = n;
-  *files = 0;
-  for (int i = 0; i < n; i++) *files += rmq_mfq_count(&all[i]->mfq);
-  free(all);
-  return SQLITE_OK;
-}
-
 static int compute_rows(st_cursor *c, rmq_reader *r) {
-  rmq_store *s = r->store;
-  rmq_commitlog *cl = rmq_store_commitlog(s);
-  rmq_reput_service *reput = rmq_store_reput(s);
-  rmq_index_service *index = rmq_store_index(s);
-  int64_t committed = rmq_commitlog_max_offset(cl);
-  int64_t dispatched = reput ? rmq_reput_offset(reput) : committed;
-  int64_t queues, cq_files, file_bytes = 0, disk_bytes = 0;
-  int rc = count_queues(s, &queues, &cq_files);
-  if (rc != SQLITE_OK) return rc;
-  du(rmq_store_dir(s), &file_bytes, &disk_bytes);
-  bool poisoned = atomic_load(&cl->poisoned);
-
+  rmq_stats st;
+  rmq_err err = {0};
+  if (rmq_store_stats(r->store, &st, &err) != RMQ_OK) return SQLITE_NOMEM;
   add_int(c, "live", r->shared);
-  add_int(c, "commitlog_min_offset", rmq_commitlog_min_offset(cl));
-  add_int(c, "commitlog_max_offset", rmq_mfq_max_wrote(&cl->mfq));
-  add_int(c, "committed_offset", committed);
-  add_int(c, "flushed_offset", rmq_commitlog_flushed_offset(cl));
-  add_int(c, "dispatched_offset", dispatched);
-  add_int(c, "dispatch_behind_bytes", reput ? rmq_reput_behind(reput) : 0);
-  add_int(c, "dispatch_skipped", reput ? rmq_reput_skipped(reput) : 0);
-  add_int(c, "put_count", atomic_load(&cl->put_count));
-  add_real(c, "put_latency_p50_us", (double)rmq_store_put_latency_ns(s, 0.5) / 1000.0);
-  add_real(c, "put_latency_p99_us", (double)rmq_store_put_latency_ns(s, 0.99) / 1000.0);
-  add_int(c, "commitlog_files", rmq_mfq_count(&cl->mfq));
-  add_int(c, "commitlog_file_size", cl->mfq.file_size);
-  add_int(c, "consume_queues", queues);
-  add_int(c, "consumequeue_files", cq_files);
-  add_int(c, "index_files", rmq_index_service_count(index));
-  add_int(c, "index_slots", index->slot_num);
-  add_int(c, "index_entries", index->index_num);
-  add_int(c, "file_bytes", file_bytes);
-  add_int(c, "disk_bytes", disk_bytes);
-  bool ok = add_text(c, "recovery", rmq_store_recovery_report(s));
-  add_int(c, "poisoned", poisoned);
-  /* poison_msg is written once, before poisoned is set. */
-  ok = ok && add_text(c, "poison_reason", poisoned ? cl->poison_msg : NULL);
+  add_int(c, "commitlog_min_offset", st.commitlog_min_offset);
+  add_int(c, "commitlog_max_offset", st.commitlog_max_offset);
+  add_int(c, "committed_offset", st.committed_offset);
+  add_int(c, "flushed_offset", st.flushed_offset);
+  add_int(c, "dispatched_offset", st.dispatched_offset);
+  add_int(c, "dispatch_behind_bytes", st.dispatch_behind_bytes);
+  add_int(c, "dispatch_skipped", st.dispatch_skipped);
+  add_int(c, "put_count", st.put_count);
+  add_real(c, "put_latency_p50_us", (double)st.put_latency_p50_ns / 1000.0);
+  add_real(c, "put_latency_p99_us", (double)st.put_latency_p99_ns / 1000.0);
+  add_int(c, "commitlog_files", st.commitlog_files);
+  add_int(c, "commitlog_file_size", st.commitlog_file_size);
+  add_int(c, "consume_queues", st.consume_queues);
+  add_int(c, "consumequeue_files", st.consumequeue_files);
+  add_int(c, "index_files", st.index_files);
+  add_int(c, "index_slots", st.index_slots);
+  add_int(c, "index_entries", st.index_entries);
+  add_int(c, "file_bytes", st.file_bytes);
+  add_int(c, "disk_bytes", st.disk_bytes);
+  bool ok = add_text(c, "recovery", st.recovery);
+  add_int(c, "poisoned", st.poisoned);
+  ok = ok && add_text(c, "poison_reason", st.poisoned ? st.poison_reason : NULL);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 
