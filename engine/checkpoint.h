@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rmq_err.h"
+#include "rmq.h"
 
 #define RMQ_CHECKPOINT_SIZE 4096
 

@@ -13,8 +13,9 @@
 #include <stdint.h>
 #include <time.h>
 
-int64_t rmq_now_ms(void);        /* wall clock, ms since the epoch */
-int64_t rmq_monotonic_ms(void);  /* monotonic clock, ms */
+#include "rmq.h"
+
+/* rmq_now_ms and rmq_monotonic_ms are public: rmq.h. */
 int64_t rmq_monotonic_ns(void);  /* monotonic clock, ns */
 /* An absolute CLOCK_MONOTONIC deadline ms from now, for pthread_cond_timedwait. */
 void rmq_deadline_in(struct timespec *ts, int64_t ms);

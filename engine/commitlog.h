@@ -24,10 +24,9 @@
 #include "checkpoint.h"
 #include "mapped_file.h"
 #include "message.h"
-#include "rmq_err.h"
+#include "rmq.h"
 
 #define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
-#define RMQ_MAX_DELAY_LEVELS 64
 
 /* topic-queue table: "<topic>-<queueId>" -> next queue offset (CL topicQueueTable). */
 typedef struct rmq_topic_queue_table rmq_topic_queue_table;
@@ -52,15 +51,6 @@ typedef struct rmq_commitlog {
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
 } rmq_commitlog;
-
-/* What an append tells the producer (spec §2.10 step 6). */
-typedef struct rmq_put_result {
-  int64_t physical_offset;
-  int32_t size;
-  int64_t queue_offset;
-  int64_t store_timestamp;
-  char msg_id[RMQ_MSG_ID_MAX];
-} rmq_put_result;
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
                        bool writable, rmq_err *err);
@@ -89,12 +79,6 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
 */
 int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *m, uint8_t *buf, size_t cap,
                              rmq_err *err);
-
-/* Bytes holding whole encoded records, end to end. */
-typedef struct rmq_span {
-  uint8_t *data;
-  size_t len;
-} rmq_span;
 
 /*
 ** Make sure the log has a segment to write to (a new store has none), so
@@ -125,13 +109,7 @@ int64_t rmq_commitlog_roll_next(rmq_commitlog *cl, int64_t offset);
 ** data. Release it with rmq_commitlog_ref_release. RMQ_ENOTFOUND when no
 ** segment holds offset or offset is at or past the readable end.
 */
-typedef struct rmq_commitlog_ref {
-  rmq_mapped_file *file;
-  const uint8_t *data;
-  size_t avail;
-} rmq_commitlog_ref;
 int rmq_commitlog_get_data(rmq_commitlog *cl, int64_t offset, rmq_commitlog_ref *ref);
-void rmq_commitlog_ref_release(rmq_commitlog_ref *ref);
 
 /*
 ** Read and validate the record at offset; *out points into ref, which the

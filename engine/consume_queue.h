@@ -35,18 +35,12 @@
 
 #include "checkpoint.h"
 #include "mapped_file.h"
-#include "rmq_err.h"
+#include "rmq.h"
 
 #define RMQ_CQ_UNIT_SIZE 20
 #define RMQ_CQ_DEFAULT_ENTRIES 300000
 /* The size field of a pre-blank filler entry (offset 0, tagsCode 0). */
 #define RMQ_CQ_PRE_BLANK_SIZE 0x7FFFFFFF
-
-typedef struct rmq_cq_entry {
-  int64_t phy_offset;  /* CommitLog offset of the record */
-  int32_t size;        /* its TOTALSIZE */
-  int64_t tags_code;
-} rmq_cq_entry;
 
 typedef struct rmq_consume_queue {
   char *topic;
@@ -109,9 +103,7 @@ void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset);
 /* correctMinOffset (spec §5.5): min := first entry of the first segment at >= phy_min_offset. */
 void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset);
 
-/* minOffsetInQueue and maxOffsetInQueue (the next offset to write), spec §5.3. */
-int64_t rmq_cq_min_offset(rmq_consume_queue *cq);
-int64_t rmq_cq_max_offset(rmq_consume_queue *cq);
+/* rmq_cq_min_offset and rmq_cq_max_offset are public (rmq.h); the end of the last entry: */
 int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq);
 
 /*
@@ -120,29 +112,6 @@ int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq);
 ** segment, or at or past the max offset.
 */
 int rmq_cq_get(rmq_consume_queue *cq, int64_t n, rmq_cq_entry *out, rmq_err *err);
-
-/*
-** Sequential reads, Redis-stream style: the caller owns the struct.
-**   rmq_cq_iter it; rmq_cq_entry e;
-**   rmq_cq_iter_start(&it, cq, from);
-**   while (rmq_cq_iter_next(&it, &e)) { ... it.offset - 1 is e's queue offset ... }
-**   rmq_cq_iter_stop(&it);
-** start never fails; a from below the min offset (or in a deleted segment)
-** starts at the min offset, and entries that fall below it while iterating
-** (expiry) are skipped. next returns false at the current end of the queue;
-** a later next sees entries appended since. The segment being read is held,
-** so the clean service cannot unmap it under the reader. Entries are
-** returned raw: the CommitLog read that follows checks offset and size.
-*/
-typedef struct rmq_cq_iter {
-  rmq_consume_queue *cq;
-  rmq_mapped_file *mf;  /* held segment holding `offset`, or NULL */
-  int64_t offset;       /* queue offset of the entry the next call returns */
-} rmq_cq_iter;
-
-void rmq_cq_iter_start(rmq_cq_iter *it, rmq_consume_queue *cq, int64_t from);
-bool rmq_cq_iter_next(rmq_cq_iter *it, rmq_cq_entry *out);
-void rmq_cq_iter_stop(rmq_cq_iter *it);
 
 /*
 ** Store time of the CommitLog record at (phy_offset, size), or < 0 when it

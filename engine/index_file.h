@@ -38,22 +38,13 @@
 
 #include "checkpoint.h"
 #include "mapped_file.h"
-#include "rmq_err.h"
+#include "rmq.h"
 
 #define RMQ_INDEX_HEADER_SIZE 40
 #define RMQ_INDEX_SLOT_SIZE 4
 #define RMQ_INDEX_ITEM_SIZE 20
 #define RMQ_INDEX_DEFAULT_SLOTS 5000000
 #define RMQ_INDEX_DEFAULT_ENTRIES 20000000
-
-typedef struct rmq_index_header {
-  int64_t begin_timestamp;
-  int64_t end_timestamp;
-  int64_t begin_phy_offset;
-  int64_t end_phy_offset;
-  int32_t hash_slot_count;
-  int32_t index_count;  /* the next item number; 1 in a file without items */
-} rmq_index_header;
 
 typedef struct rmq_index_file {
   rmq_mapped_file *mf;  /* the whole file, mapped from offset 0 */
@@ -213,38 +204,7 @@ int rmq_index_service_count(rmq_index_service *s);
 bool rmq_index_service_file_info(rmq_index_service *s, int i, rmq_index_header *header,
                                  char name[18]);
 
-/*
-** A reader's view of one index file, to walk it item by item without the
-** service lock (which a reader paced by its caller must not hold): the
-** mapping is held, so delete_expired cannot unmap it, and the header is a
-** snapshot. Items 1 .. header.index_count - 1 were complete when it was
-** taken; a slot read later may name a newer item, which is complete too
-** (the slot is loaded with acquire).
-**   rmq_index_view v;
-**   for (bool ok = rmq_index_service_view(s, NULL, &v); ok;
-**        ok = rmq_index_service_view(s, name_of_v, &v)) { ...; rmq_index_view_release(&v); }
-*/
-typedef struct rmq_index_view {
-  rmq_mapped_file *mf;
-  char name[18];
-  int32_t slot_num;
-  int32_t index_num;
-  rmq_index_header header;
-} rmq_index_view;
-
-typedef struct rmq_index_item {
-  int32_t key_hash;
-  int64_t phy_offset;
-  int32_t time_diff;   /* seconds after the file's beginTimestamp */
-  int32_t prev_index;  /* the previous item of the slot's chain, 0 at its end */
-} rmq_index_item;
-
-/* The oldest file whose name sorts after `after` (NULL: the oldest); false when there is none. */
+/* The reader's view (rmq_index_view) is public: rmq.h. */
 bool rmq_index_service_view(rmq_index_service *s, const char *after, rmq_index_view *v);
-void rmq_index_view_release(rmq_index_view *v);
-/* The newest item number in key_hash's slot (0: empty). */
-int32_t rmq_index_view_slot(const rmq_index_view *v, int32_t key_hash);
-/* Item k; false unless 1 <= k < index_num. */
-bool rmq_index_view_item(const rmq_index_view *v, int32_t k, rmq_index_item *out);
 
 #endif

@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rmq_err.h"
+#include "rmq.h"
 
 #define RMQ_OS_PAGE_SIZE 4096
 

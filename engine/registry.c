@@ -1,10 +1,12 @@
 /*
-** registry.c: the process-wide table of open stores (see registry.h).
+** registry.c: one engine per store directory per process (rmq_store_acquire,
+** rmq_store_find, rmq_store_release in rmq.h): the process-wide table of
+** open stores, compared by real path.
 **
 ** A plain list under one mutex: a process opens few stores, and opens are
 ** rare next to reads and appends, which never touch the registry.
 */
-#include "registry.h"
+#include "rmq.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -73,7 +75,7 @@ static int share(registry_entry *e, const rmq_config *cfg, rmq_store **out, rmq_
   return RMQ_OK;
 }
 
-int rmq_registry_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
+int rmq_store_acquire(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
   char real[PATH_MAX];
   *out = NULL;
   int rc = resolve(dir, !cfg->readonly, real, err);
@@ -98,7 +100,7 @@ int rmq_registry_open(const char *dir, const rmq_config *cfg, rmq_store **out, r
   return rc;
 }
 
-rmq_store *rmq_registry_find(const char *dir) {
+rmq_store *rmq_store_find(const char *dir) {
   char real[PATH_MAX];
   if (!realpath(dir, real)) return NULL;
   pthread_mutex_lock(&registry_mu);
@@ -108,7 +110,7 @@ rmq_store *rmq_registry_find(const char *dir) {
   return e ? e->store : NULL;
 }
 
-void rmq_registry_release(rmq_store *s) {
+void rmq_store_release(rmq_store *s) {
   if (!s) return;
   pthread_mutex_lock(&registry_mu);
   registry_entry **p = &registry_head;

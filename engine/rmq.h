@@ -1,32 +1,81 @@
 /*
 ** rmq.h: the engine's public API, Apache RocketMQ 4.9's message store in C.
 **
-** A store is a directory laid out as RocketMQ lays it out (spec §1):
-** commitlog/, consumequeue/, index/, checkpoint, abort and lock. Opening a
-** store for writing takes the `lock` file's POSIX record lock (the same lock
-** a Java broker takes, so the two exclude each other), recovers the files
-** (spec §8) and starts the background services; closing it flushes
-** everything, stops the services and removes `abort`, the mark of a clean
-** shutdown. No function here calls into SQLite.
+** A store is a directory laid out as RocketMQ lays it out: commitlog/,
+** consumequeue/, index/, checkpoint, abort and lock. Opening a store for
+** writing takes the `lock` file's POSIX record lock (the same lock a Java
+** broker takes, so the two exclude each other), recovers the files
+** (DefaultMessageStore.recover) and starts the background services; closing
+** it flushes everything, stops the services and removes `abort`, the mark
+** of a clean shutdown. No function here calls into SQLite.
 **
-** Errors: every call that can fail returns an RMQ_* code (rmq_err.h) and
-** fills the caller's rmq_err with a message that names the path, offset or
-** setting involved.
+** This header is the only one a user of the engine includes (the SQLite
+** glue in ext/ includes nothing else); the component headers of engine/
+** include it, never the other way. Handles are opaque; the structs a caller
+** allocates (iterators, views, references) say which fields are private.
+**
+** Errors: every call that can fail returns an RMQ_* code and fills the
+** caller's rmq_err with a sentence that names the path, offset or setting
+** involved. Each function below lists the codes it returns.
 */
 #ifndef RMQ_H
 #define RMQ_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "commitlog.h"
-#include "commitlog_iter.h"
-#include "consume_queue.h"
-#include "index_file.h"
+/* The record codec's types: rmq_message, rmq_host, rmq_decode_status, properties. */
 #include "message.h"
-#include "reput.h"
-#include "rmq_err.h"
-#include "staging.h"
+
+/* The version of sqlite-rocketmq, as rocketmq_version() returns it. */
+#define RMQ_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- errors */
+
+/*
+** Every engine call that can fail takes an `rmq_err *` and returns an
+** RMQ_* code. On failure the code is also stored in err->code and
+** err->msg holds a sentence with context: the path, the offset, what was
+** expected, what was found, and which setting to change. A caller may pass
+** the same rmq_err to a chain of calls; rmq_err_set keeps the first error
+** (like fts5's sticky pRc), so the message always names the root cause.
+*/
+enum {
+  RMQ_OK = 0,
+  RMQ_EINVAL,     /* bad argument or message: nothing was written */
+  RMQ_ENOMEM,     /* out of memory */
+  RMQ_EIO,        /* an I/O call failed; the store may now refuse writes */
+  RMQ_ECORRUPT,   /* a file's bytes do not follow the format */
+  RMQ_ELOCKED,    /* another process holds the store's lock */
+  RMQ_ETIMEOUT,   /* a flush or an allocation did not finish in time */
+  RMQ_EPOISONED,  /* an earlier fsync or write failed: reopen the store */
+  RMQ_ENOTFOUND,  /* no such message, queue or file */
+  RMQ_ECLOSED,    /* the store is shutting down */
+  RMQ_EFULL       /* a segment or an index file has no room, or the disk is full */
+};
+
+typedef struct rmq_err {
+  int code;
+  char msg[512];
+} rmq_err;
+
+/* Record an error unless one is already recorded; returns err->code. */
+int rmq_err_set(rmq_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Forget any recorded error. */
+void rmq_err_clear(rmq_err *err);
+/* A fixed English name for a code ("I/O error", "store is locked", ...). */
+const char *rmq_strerror(int code);
+
+/* ---------------------------------------------------------------- clocks */
+
+int64_t rmq_now_ms(void);        /* wall clock, ms since the epoch (timestamps) */
+int64_t rmq_monotonic_ms(void);  /* monotonic clock, ms (deadlines) */
+
+/* ---------------------------------------------------------------- config */
+
+#define RMQ_MAX_DELAY_LEVELS 64
 
 typedef struct rmq_config {
   bool flush_sync;                  /* flush='sync': puts return once on disk */
@@ -51,28 +100,79 @@ typedef struct rmq_config {
 
 /* RocketMQ's defaults. */
 void rmq_config_init(rmq_config *cfg);
-/* Check every value against its limit; RMQ_EINVAL names the setting. */
+/* Check every value against its limit. RMQ_EINVAL names the setting. */
 int rmq_config_check(const rmq_config *cfg, rmq_err *err);
-/* Parse "1s 5s 10m 2h ..." (units s, m, h, d) into ms per level. */
+/*
+** Parse "1s 5s 10m 2h ..." (units s, m, h, d) into ms per level, at most max
+** levels. RMQ_EINVAL names the level that is malformed or one too many.
+*/
 int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err);
+
+/* ----------------------------------------------------------------- store */
 
 typedef struct rmq_store rmq_store;
 
 /*
 ** Open the store in dir (created when missing and writable), recover it and
-** start its services. RMQ_ELOCKED: another process has it open for writing
-** ("store <dir> is locked by another process"). RMQ_ECORRUPT: a file does
-** not follow the format (named, with the offset).
+** start its services; the caller owns it alone (see rmq_store_acquire to
+** share it). RMQ_ELOCKED: another process has it open for writing ("store
+** <dir> is locked by another process"). RMQ_ECORRUPT: a file does not follow
+** the format (named, with the offset). RMQ_EINVAL: a setting out of range.
+** RMQ_EIO, RMQ_ENOMEM, RMQ_ENOTFOUND (a read-only store that does not exist).
 */
 int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err);
 /* Flush everything, stop the services, remove `abort`, release the lock. */
 void rmq_store_close(rmq_store *s);
 
 /*
-** Append n messages as one contiguous batch (see rmq_commitlog_put for the
-** fields used and the checks; results may be NULL). With flush='sync', returns only after the
-** batch is on disk; a flush that fails or times out is an error
-** (RMQ_EIO / RMQ_ETIMEOUT), never a silent success.
+** One engine per store directory per process: every caller that acquires
+** the same directory (compared by real path) shares one rmq_store, its
+** threads and its lock. The first acquire opens the store; the last release
+** closes it. A second acquire must ask for the same settings: RMQ_EINVAL
+** names the one that differs, or says the store is open read-only in this
+** process when a writable open is asked for. A read-only acquire of a store
+** this process has open for writing shares the live store. Other errors as
+** rmq_store_open.
+*/
+int rmq_store_acquire(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err);
+/* The live store for dir if this process has it acquired (a new reference), else NULL. */
+rmq_store *rmq_store_find(const char *dir);
+/* Drop a reference taken by acquire or find; the last one closes the store. */
+void rmq_store_release(rmq_store *s);
+
+const rmq_config *rmq_store_config(rmq_store *s);
+const char *rmq_store_dir(rmq_store *s);
+/* One sentence on how the last open recovered the store (and what it cut). */
+const char *rmq_store_recovery_report(rmq_store *s);
+
+/* ------------------------------------------------------------------ puts */
+
+/* What an append tells the producer (CommitLog.putMessage's AppendMessageResult). */
+typedef struct rmq_put_result {
+  int64_t physical_offset;
+  int32_t size;
+  int64_t queue_offset;
+  int64_t store_timestamp;
+  char msg_id[RMQ_MSG_ID_MAX];
+} rmq_put_result;
+
+/* Bytes holding whole encoded records, end to end. */
+typedef struct rmq_span {
+  uint8_t *data;
+  size_t len;
+} rmq_span;
+
+/*
+** Append n messages as one contiguous batch. Input fields: topic, queue_id,
+** flag, body, properties, born host/time, sys_flag, reconsume_times,
+** prepared_transaction_offset; the store sets the rest, and rewrites a
+** message with DELAY > 0 to SCHEDULE_TOPIC_XXXX. results (may be NULL)
+** receive each record's offsets and msgId. RMQ_EINVAL: a message breaks a
+** limit (named) or the store is read-only; nothing was appended.
+** RMQ_EPOISONED: an earlier I/O failure stopped writes. RMQ_EFULL, RMQ_EIO.
+** With flush='sync', returns only after the batch is on disk; a flush that
+** fails or times out is an error (RMQ_EIO / RMQ_ETIMEOUT), never a silent
+** success.
 */
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err);
@@ -82,11 +182,12 @@ int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *
 ** the record the store will append (checked as rmq_store_put checks, a
 ** delayed message rewritten, body CRC and store host filled in) and returns
 ** its length; a length above cap means nothing was written (call again with
-** room); -1, an error. rmq_store_put_encoded appends `count` such records,
-** laid end to end in spans, as one contiguous batch: it writes each one's
-** queue offset, physical offset and store time into the spans, then copies
-** them (so a batch that failed can be put again). *first_offset: the first
-** record's offset. Flushing as rmq_store_put.
+** room); -1, an error (RMQ_EINVAL). rmq_store_put_encoded appends `count`
+** such records, laid end to end in spans, as one contiguous batch: it
+** writes each one's queue offset, physical offset and store time into the
+** spans, then copies them (so a batch that failed can be put again).
+** *first_offset: the first record's offset. Errors and flushing as
+** rmq_store_put.
 */
 int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t cap,
                          rmq_err *err);
@@ -95,10 +196,11 @@ int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int c
 
 /*
 ** Memory for a transaction's rows: a chunk of RMQ_STAGING_CHUNK bytes whose
-** pages the allocation thread mapped in ahead (staging.h). NULL when out of
-** memory or the store is read-only. Every chunk goes back (give) before the
-** store is closed.
+** pages the allocation thread mapped in ahead. NULL when out of memory or
+** the store is read-only. Every chunk goes back (give) before the store is
+** closed.
 */
+#define RMQ_STAGING_CHUNK (4 << 20)
 void *rmq_store_staging_take(rmq_store *s);
 void rmq_store_staging_give(rmq_store *s, void *chunk);
 
@@ -109,30 +211,193 @@ void rmq_store_staging_give(rmq_store *s, void *chunk);
 #define RMQ_LATENCY_BUCKETS 40
 int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile);
 
-/* Force everything written so far to disk; *flushed_offset gets the flushed end. */
+/*
+** Force everything written so far to disk; *flushed_offset gets the flushed
+** end. RMQ_EIO (the store is then poisoned), RMQ_EPOISONED.
+*/
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
 
-const rmq_config *rmq_store_config(rmq_store *s);
-const char *rmq_store_dir(rmq_store *s);
-/* The store's parts, for readers (NULL reput in a read-only store). */
-rmq_commitlog *rmq_store_commitlog(rmq_store *s);
-rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
-rmq_index_service *rmq_store_index(rmq_store *s);
-rmq_reput_service *rmq_store_reput(rmq_store *s);
+/* ----------------------------------------------------------------- reads */
+
 /*
-** Messages of topic whose UNIQ_KEY or one of whose KEYS equals key, stored
-** in [begin, end] (ms), found through the index files newest first (at most
-** max candidates) and re-checked on each record, so a hash collision never
-** returns another key's or another topic's message. offsets[0..*count) is
-** ascending; offsets needs room for max entries.
+** A held view of a record's bytes: the segment stays mapped until
+** rmq_commitlog_ref_release (which is safe on a zeroed or released ref).
+** The fields are private.
 */
-int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
-                        int64_t end, int max, int64_t *offsets, int *count, rmq_err *err);
-/* The queue offset of the first message of (topic, queue_id) stored at or after timestamp. */
+typedef struct rmq_commitlog_ref {
+  struct rmq_mapped_file *file;
+  const uint8_t *data;
+  size_t avail;
+} rmq_commitlog_ref;
+void rmq_commitlog_ref_release(rmq_commitlog_ref *ref);
+
+/*
+** Decode the record at a commit-log offset (no CRC check) into *out, whose
+** pointers stay valid until ref is released. RMQ_ENOTFOUND: no readable
+** data at offset (expired, past the end). RMQ_ECORRUPT: the bytes there are
+** no valid record (the decoder's verdict named). On error ref holds nothing.
+*/
+int rmq_store_read(rmq_store *s, int64_t offset, rmq_commitlog_ref *ref, rmq_message *out,
+                   rmq_err *err);
+
+/* ----------------------------------------------------- commit-log walks */
+
+/*
+** A walk of the commit log record by record (CommitLog's recovery walk, the
+** rocketmq_commitlog table, scans): it starts at the segment that holds
+** `from` (records are found only by walking a segment from its start),
+** returns the records that start in [from, to) and goes on to the next
+** segment after a BLANK or at the end of a segment's data. It holds the
+** segment it reads from one Next to the next, so a record's bytes stay
+** mapped until then, and it never trusts a length field.
+**
+** A record whose CRC or lengths are wrong but whose TOTALSIZE fits in the
+** segment is returned as damaged and the walk goes on after it; bytes that
+** cannot be a record (an unknown magic code, an impossible TOTALSIZE) are
+** one damaged record up to the end of the segment. Zero bytes end a
+** segment's data: that is the end of the log when no later segment holds
+** records, and damage ("no end-of-file BLANK") when one does.
+*/
+
+/*
+** Read each segment to its end, not to what the writer published: the files
+** as they are (a read-only store, recovery); segments are read ahead.
+*/
+#define RMQ_CL_ITER_WHOLE_SEGMENTS 0x1
+/* Check each message's body CRC as it is decoded (checkCRCOnRecover). */
+#define RMQ_CL_ITER_CHECK_CRC 0x2
+/*
+** Stop at the first record that is not sound: it is returned as damaged
+** (status says why; it is returned even below `from`) and nothing after it
+** is looked at; a segment read whole must end with a BLANK, as in
+** RocketMQ's recovery.
+*/
+#define RMQ_CL_ITER_STRICT 0x4
+
+typedef enum rmq_record_kind {
+  RMQ_RECORD_MESSAGE, /* a message; with a bad CRC, m.body_crc tells (unless CHECK_CRC) */
+  RMQ_RECORD_BLANK,   /* the end-of-segment filler; the walk goes on in the next segment */
+  RMQ_RECORD_DAMAGED  /* bytes that are not a sound record; reason says why */
+} rmq_record_kind;
+
+/* One record as Next returns it; its pointers are valid until the next Next or Stop. */
+typedef struct rmq_commitlog_record {
+  rmq_record_kind kind;
+  rmq_decode_status status; /* the decoder's verdict (OK, BLANK, or why it failed) */
+  int64_t offset;           /* physical offset where the record starts */
+  int64_t segment;          /* start offset of its segment, the file's name */
+  int32_t size;             /* TOTALSIZE; for a BLANK the bytes it fills; for damage the
+                               bytes the record covers (to the segment's end when its
+                               TOTALSIZE cannot be trusted) */
+  bool has_magic;           /* 8 bytes or more were there: m.magic is MAGICCODE */
+  bool header;              /* the header fields of m were read */
+  bool crc_checked;         /* RMQ_CL_ITER_CHECK_CRC and the body was read */
+  rmq_message m;            /* the decoded fields, as far as the bytes go */
+  char reason[192];         /* why a BLANK or damaged record is unsound, "" otherwise */
+} rmq_commitlog_record;
+
+/* Caller-allocated (zeroed or stopped before a first Start); the fields are private. */
+typedef struct rmq_commitlog_iter {
+  struct rmq_commitlog *cl;
+  struct rmq_mapped_file *mf; /* the held segment, NULL at the end */
+  int32_t pos, limit;         /* next record's position in mf; bytes of mf to read */
+  int64_t from, to;
+  unsigned flags;
+  bool started;               /* a record was returned: Next moves past it first */
+  bool next_segment;          /* the last record ends its segment's data */
+  bool last_damaged;
+  int32_t last_size;
+} rmq_commitlog_iter;
+
+/*
+** Start a walk over the records that start in [from, to), from the segment
+** that holds from or, when min_store_time > INT64_MIN and it is later, from
+** the last segment whose first record was stored before min_store_time
+** (not "at or before": many records share a millisecond, so the segment
+** before one that starts at that time can end with records of it).
+** flags: RMQ_CL_ITER_*. Cannot fail: an empty range or log returns nothing.
+*/
+void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
+                              int64_t min_store_time, unsigned flags);
+/* The next record into *rec; false at the end of the walk (the segment is let go). */
+bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec);
+/* Let go of the held segment; the iterator may be started again. */
+void rmq_commitlog_iter_stop(rmq_commitlog_iter *it);
+
+/* -------------------------------------------------------- consume queues */
+
+typedef struct rmq_consume_queue rmq_consume_queue;
+
+/* A consume-queue entry (ConsumeQueue's 20-byte unit). */
+typedef struct rmq_cq_entry {
+  int64_t phy_offset;  /* CommitLog offset of the record */
+  int32_t size;        /* its TOTALSIZE */
+  int64_t tags_code;
+} rmq_cq_entry;
+
+/*
+** The queue (topic, queue_id), or NULL when it has no messages (also for a
+** NULL or invalid topic). It lives as long as the store.
+*/
+rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t queue_id);
+/* minOffsetInQueue and maxOffsetInQueue (the next offset to write). */
+int64_t rmq_cq_min_offset(rmq_consume_queue *cq);
+int64_t rmq_cq_max_offset(rmq_consume_queue *cq);
+
+/*
+** Sequential reads, Redis-stream style: the caller owns the struct.
+**   rmq_cq_iter it; rmq_cq_entry e;
+**   rmq_cq_iter_start(&it, cq, from);
+**   while (rmq_cq_iter_next(&it, &e)) { ... it.offset - 1 is e's queue offset ... }
+**   rmq_cq_iter_stop(&it);
+** start never fails; a from below the min offset (or in a deleted segment)
+** starts at the min offset, and entries that fall below it while iterating
+** (expiry) are skipped. next returns false at the current end of the queue;
+** a later next sees entries appended since. The segment being read is held,
+** so expiry cannot unmap it under the reader. Entries are returned raw: the
+** commit-log read that follows checks offset and size. `offset` may be
+** read (the queue offset of the entry next returns next); the other fields
+** are private.
+*/
+typedef struct rmq_cq_iter {
+  rmq_consume_queue *cq;        /* private */
+  struct rmq_mapped_file *mf;   /* private: the held segment holding `offset`, or NULL */
+  int64_t offset;
+} rmq_cq_iter;
+void rmq_cq_iter_start(rmq_cq_iter *it, rmq_consume_queue *cq, int64_t from);
+/* The next entry; false at the end of the queue's published entries. */
+bool rmq_cq_iter_next(rmq_cq_iter *it, rmq_cq_entry *out);
+void rmq_cq_iter_stop(rmq_cq_iter *it);
+
+/* One queue of the store, as rmq_store_queues lists it. */
+typedef struct rmq_queue_info {
+  const char *topic;    /* valid while the store is open */
+  int32_t queue_id;
+  int64_t min_offset, max_offset;
+  int files;            /* its segments */
+} rmq_queue_info;
+/*
+** Every queue of the store at this moment, in no particular order: *out is
+** a malloc'd array of *count entries that the caller frees. RMQ_ENOMEM.
+*/
+int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *err);
+
+/*
+** The queue offset of the first message of (topic, queue_id) stored at or
+** after timestamp (0 for a queue that does not exist; the max offset when
+** none was). RMQ_ECORRUPT: an entry points at no readable record.
+*/
 int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queue_id,
                                    int64_t timestamp, int64_t *queue_offset, rmq_err *err);
-/* Store time of the record at phy_offset, or -1 (a rmq_cq_store_time_fn; store is the rmq_store). */
-int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
+
+/*
+** Long polling, as RocketMQ holds a pull request: sleep until the queue
+** (topic, queue_id) holds an entry at queue_offset or later (true), or the
+** monotonic clock reaches deadline_ms (false). False at once for a
+** read-only store, where nothing arrives.
+*/
+bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id,
+                          int64_t queue_offset, int64_t deadline_ms);
 
 /*
 ** Wait until the dispatcher has put everything appended before this call
@@ -145,14 +410,69 @@ int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
 #define RMQ_DISPATCH_WAIT_MS 30000
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
 
+/* ------------------------------------------------------------ index files */
+
 /*
-** Start a walk of the commit log (commitlog_iter.h) over the records that
-** start in [from, to), from the segment that holds from or, when
-** min_store_time > INT64_MIN and it is later, from the last segment whose
-** first record was stored before min_store_time. flags: RMQ_CL_ITER_*.
+** Messages of topic whose UNIQ_KEY or one of whose KEYS equals key, stored
+** in [begin, end] (ms), found through the index files newest first (at most
+** max candidates) and re-checked on each record, so a hash collision never
+** returns another key's or another topic's message. offsets[0..*count) is
+** ascending; offsets needs room for max entries. RMQ_ENOMEM.
 */
-void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
-                              int64_t min_store_time, unsigned flags);
+int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
+                        int64_t end, int max, int64_t *offsets, int *count, rmq_err *err);
+
+/* An index file's 40-byte header (IndexHeader). */
+typedef struct rmq_index_header {
+  int64_t begin_timestamp;
+  int64_t end_timestamp;
+  int64_t begin_phy_offset;
+  int64_t end_phy_offset;
+  int32_t hash_slot_count;
+  int32_t index_count;  /* the next item number; 1 in a file without items */
+} rmq_index_header;
+
+/*
+** A reader's view of one index file, to walk it item by item without the
+** index service's lock: the mapping is held, so expiry cannot unmap it, and
+** the header is a snapshot. Items 1 .. header.index_count - 1 were complete
+** when it was taken; a slot read later may name a newer item, which is
+** complete too. name and header may be read; the other fields are private.
+*/
+typedef struct rmq_index_view {
+  struct rmq_mapped_file *mf;
+  char name[18];
+  int32_t slot_num;
+  int32_t index_num;
+  rmq_index_header header;
+} rmq_index_view;
+
+/* An index item (IndexFile's 20-byte unit). */
+typedef struct rmq_index_item {
+  int32_t key_hash;
+  int64_t phy_offset;
+  int32_t time_diff;   /* seconds after the file's beginTimestamp */
+  int32_t prev_index;  /* the previous item of the slot's chain, 0 at its end */
+} rmq_index_item;
+
+/*
+** The oldest index file whose name sorts after `after` (NULL: the oldest),
+** into *v; false when there is none. Release each view.
+*/
+bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v);
+void rmq_index_view_release(rmq_index_view *v);
+/* The newest item number in key_hash's slot (0: empty). */
+int32_t rmq_index_view_slot(const rmq_index_view *v, int32_t key_hash);
+/* Item k; false unless 1 <= k < the file's item capacity. */
+bool rmq_index_view_item(const rmq_index_view *v, int32_t k, rmq_index_item *out);
+/*
+** The end of the item numbers a reader may use: those the header snapshot
+** counts, or for a slot's chain in a file being written, every item the
+** file can hold (a slot may name an item newer than the snapshot).
+*/
+int32_t rmq_index_view_items_end(const rmq_index_view *v, bool chain);
+
+/* ----------------------------------------------------------------- stats */
 
 /* A store's figures, as rocketmq_stats shows them. */
 typedef struct rmq_stats {
@@ -182,8 +502,5 @@ typedef struct rmq_stats {
 ** out). RMQ_ENOMEM when the list of consume queues cannot be copied.
 */
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
-
-/* One sentence on how the last open recovered the store (and what it cut). */
-const char *rmq_store_recovery_report(rmq_store *s);
 
 #endif

@@ -1,7 +1,7 @@
 /*
-** rmq_err.c: recording and naming engine errors (see rmq_err.h).
+** rmq_err.c: recording and naming engine errors (see rmq.h).
 */
-#include "rmq_err.h"
+#include "rmq.h"
 
 #include <stdarg.h>
 #include <stdio.h>

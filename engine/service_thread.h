@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "clock.h"
-#include "rmq_err.h"
+#include "rmq.h"
 
 typedef struct rmq_service_thread rmq_service_thread;
 typedef void (*rmq_service_run)(rmq_service_thread *self);

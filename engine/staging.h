@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Bytes per chunk. */
-#define RMQ_STAGING_CHUNK (4 << 20)
+#include "rmq.h" /* RMQ_STAGING_CHUNK, the bytes per chunk */
+
 /* Ready chunks the filler keeps while chunks are out. */
 #define RMQ_STAGING_AHEAD 2
 /* Ready chunks kept at most; more returned are unmapped. */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "rmq.h"
+#include "store.h"
 
 /* Add up the apparent and the allocated sizes of the files under path (no links followed). */
 static void du(const char *path, int64_t *file_bytes, int64_t *disk_bytes) {

@@ -12,7 +12,7 @@
 ** order; `abort` is removed only when everything was dispatched and flushed,
 ** so a store whose last flush failed recovers abnormally.
 */
-#include "rmq.h"
+#include "store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +30,7 @@
 #include "index_file.h"
 #include "io.h"
 #include "reput.h"
+#include "commitlog_iter.h"
 #include "service_thread.h"
 
 /* How long open waits for the dispatcher to catch up with the recovered log. */
@@ -490,6 +491,60 @@ rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->cfg.readonly ? NULL
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
 
 /* ------------------------------------------------------------- queries */
+
+int rmq_store_read(rmq_store *s, int64_t offset, rmq_commitlog_ref *ref, rmq_message *out,
+                   rmq_err *err) {
+  return rmq_commitlog_read_message(&s->commitlog, offset, false, ref, out, err);
+}
+
+rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t queue_id) {
+  return rmq_cq_table_find(s->cqs, topic, queue_id);
+}
+
+int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *err) {
+  rmq_consume_queue **all;
+  int n;
+  *out = NULL;
+  *count = 0;
+  int rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_queue_info *info = malloc((size_t)(n ? n : 1) * sizeof *info);
+  for (int i = 0; info && i < n; i++) {
+    info[i] = (rmq_queue_info){.topic = all[i]->topic, .queue_id = all[i]->queue_id,
+                               .min_offset = rmq_cq_min_offset(all[i]),
+                               .max_offset = rmq_cq_max_offset(all[i]),
+                               .files = rmq_mfq_count(&all[i]->mfq)};
+  }
+  free(all);
+  if (!info) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  *out = info;
+  *count = n;
+  return RMQ_OK;
+}
+
+/* The queue's end is read after the dispatcher's offset, so a message dispatched in between
+   is seen, not slept through. */
+bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id,
+                          int64_t queue_offset, int64_t deadline_ms) {
+  rmq_reput_service *r = rmq_store_reput(s);
+  if (!r) return false;
+  for (;;) {
+    int64_t seen = rmq_reput_offset(r);
+    rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, topic, queue_id);
+    if (cq && rmq_cq_max_offset(cq) > queue_offset) return true;
+    int64_t left = deadline_ms - rmq_monotonic_ms();
+    if (left <= 0) return false;
+    rmq_reput_wait_progress(r, seen, left > INT32_MAX ? INT32_MAX : (int)left);
+  }
+}
+
+bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v) {
+  return rmq_index_service_view(&s->index, after, v);
+}
+
+int32_t rmq_index_view_items_end(const rmq_index_view *v, bool chain) {
+  return chain && v->mf->writable ? v->index_num : v->header.index_count;
+}
 
 void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
                               int64_t min_store_time, unsigned flags) {

@@ -50,7 +50,7 @@ static rmq_store *open_store(sqlite3_context *ctx, const char *fn, sqlite3_value
     result_errorf(ctx, "%s: the store directory is NULL", fn);
     return NULL;
   }
-  rmq_store *s = rmq_registry_find(dir);
+  rmq_store *s = rmq_store_find(dir);
   if (s == NULL) {
     result_errorf(ctx, "%s: store %s is not open in this process (open it with CREATE VIRTUAL "
                        "TABLE ... USING rocketmq(dir='%s'))", fn, dir, dir);
@@ -70,7 +70,7 @@ static void flush_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   } else {
     result_errorf(ctx, "rocketmq_flush: %s", err.msg);
   }
-  rmq_registry_release(s);
+  rmq_store_release(s);
 }
 
 /* rocketmq_clean(dir): expiry is not built yet, so nothing is deleted. */
@@ -79,7 +79,7 @@ static void clean_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   rmq_store *s = open_store(ctx, "rocketmq_clean", argv[0]);
   if (s == NULL) return;
   sqlite3_result_int(ctx, 0);
-  rmq_registry_release(s);
+  rmq_store_release(s);
 }
 
 /* rocketmq_java_hash(text) */

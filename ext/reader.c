@@ -4,7 +4,7 @@
 #include "rmq_ext.h"
 
 int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg) {
-  r->store = rmq_registry_find(dir);
+  r->store = rmq_store_find(dir);
   r->shared = r->store != NULL;
   if (r->store) return SQLITE_OK;
   rmq_config cfg;
@@ -22,7 +22,7 @@ int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg) {
 void rmq_reader_close(rmq_reader *r) {
   if (!r->store) return;
   if (r->shared) {
-    rmq_registry_release(r->store);
+    rmq_store_release(r->store);
   } else {
     rmq_store_close(r->store);
   }

@@ -13,7 +13,6 @@ SQLITE_EXTENSION_INIT3
 
 #include <stdbool.h>
 
-#include "registry.h"
 #include "rmq.h"
 
 /* Registration, one function per file. */

@@ -27,7 +27,6 @@
 SQLITE_EXTENSION_INIT1
 
 #include "rmq_ext.h"
-#include "rmq_version.h"
 
 /* rocketmq_version(): the version string RMQ_VERSION. */
 static void rmqVersionFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

@@ -130,7 +130,7 @@ static int find_queue(cq_cursor *c, sqlite3_value *topic_v, sqlite3_value *qid_v
   sqlite3_free(c->topic);
   if ((c->topic = sqlite3_mprintf("%s", topic)) == NULL) return SQLITE_NOMEM;
   c->queue_id = (int32_t)qid;
-  *out = rmq_cq_table_find(rmq_store_consume_queues(c->src.reader.store), topic, c->queue_id);
+  *out = rmq_store_find_queue(c->src.reader.store, topic, c->queue_id);
   if (*out == NULL) {
     return rmq_tvf_error(vt, "no consume queue %s/%d in %s", topic, (int)c->queue_id, c->src.dir);
   }

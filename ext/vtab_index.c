@@ -38,7 +38,7 @@
 **
 ** How it works: each file is walked through a view that holds its mapping
 ** and a snapshot of its header, without holding the index service's lock
-** between rows (see rmq_index_service_view); the next file is the first
+** between rows (see rmq_store_index_view); the next file is the first
 ** whose name sorts after the current one, so files deleted meanwhile do
 ** not disturb the walk.
 **
@@ -67,10 +67,11 @@ enum { COL_FILE, COL_ENTRY, COL_KEY_HASH, COL_COMMITLOG_OFFSET, COL_TIME_DIFF, C
 typedef struct ix_cursor {
   sqlite3_vtab_cursor base;
   rmq_tvf_dir src;       /* the store read */
-  rmq_index_service *index;
+  rmq_store *store;
   char *key;             /* the key argument, or NULL for every item */
   int32_t hash;          /* its hash */
-  rmq_index_view view;   /* the file being read (view.mf NULL: the end) */
+  rmq_index_view view;   /* the file being read */
+  bool in_file;          /* view holds a file; false at the end */
   int32_t entry;         /* the current item's number */
   rmq_index_item item;
   sqlite3_int64 rowid;
@@ -92,18 +93,12 @@ static int ix_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 
 /* ------------------------------------------------------------ the walk */
 
-/* The end of the items a full walk reads, and of those a chain may name. */
-static int32_t items_end(const rmq_index_view *v, bool chain) {
-  /* A slot of a file being written may name an item newer than the header snapshot. */
-  return chain && v->mf->writable ? v->index_num : v->header.index_count;
-}
-
 /* The first item of the current file to show, or 0. */
 static int32_t first_entry(ix_cursor *c) {
   const rmq_index_view *v = &c->view;
   if (c->key == NULL) return v->header.index_count > 1 ? 1 : 0;
   int32_t k = rmq_index_view_slot(v, c->hash);
-  return k > 0 && k < items_end(v, true) ? k : 0;
+  return k > 0 && k < rmq_index_view_items_end(v, true) ? k : 0;
 }
 
 /* The item after the current one in the current file, or 0. */
@@ -115,7 +110,7 @@ static int32_t next_entry(ix_cursor *c) {
 
 /* Move to item k, or on to the next file's first item when k is 0. */
 static void seek(ix_cursor *c, int32_t k) {
-  while (c->view.mf) {
+  while (c->in_file) {
     for (; k > 0; k = next_entry(c)) {
       c->entry = k;
       if (!rmq_index_view_item(&c->view, k, &c->item)) break;
@@ -124,7 +119,8 @@ static void seek(ix_cursor *c, int32_t k) {
     char name[sizeof c->view.name];
     snprintf(name, sizeof name, "%s", c->view.name);
     rmq_index_view_release(&c->view);
-    if (rmq_index_service_view(c->index, name, &c->view)) k = first_entry(c);
+    c->in_file = rmq_store_index_view(c->store, name, &c->view);
+    if (c->in_file) k = first_entry(c);
   }
 }
 
@@ -164,6 +160,7 @@ static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   ix_cursor *c = (ix_cursor *)cur;
   rmq_index_view_release(&c->view);
+  c->in_file = false;
   sqlite3_free(c->key);
   c->key = NULL;
   c->rowid = 0;
@@ -173,8 +170,9 @@ static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   if (rc == SQLITE_OK) rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
   if (rc == SQLITE_OK && (idx & IX_KEY)) rc = set_key(c, argv[1], &none);
   if (rc != SQLITE_OK || none) return rc;
-  c->index = rmq_store_index(c->src.reader.store);
-  if (rmq_index_service_view(c->index, NULL, &c->view)) seek(c, first_entry(c));
+  c->store = c->src.reader.store;
+  c->in_file = rmq_store_index_view(c->store, NULL, &c->view);
+  if (c->in_file) seek(c, first_entry(c));
   return SQLITE_OK;
 }
 
@@ -185,7 +183,7 @@ static int ix_next(sqlite3_vtab_cursor *cur) {
   return SQLITE_OK;
 }
 
-static int ix_eof(sqlite3_vtab_cursor *cur) { return ((ix_cursor *)cur)->view.mf == NULL; }
+static int ix_eof(sqlite3_vtab_cursor *cur) { return !((ix_cursor *)cur)->in_file; }
 
 static int ix_rowid(sqlite3_vtab_cursor *cur, sqlite_int64 *rowid) {
   *rowid = ((ix_cursor *)cur)->rowid;

@@ -98,20 +98,18 @@ static int cmp_rows(const void *a, const void *b) {
 
 /* Copy the offsets of every queue of the store into c->rows. */
 static int snapshot(qs_cursor *c, rmq_store *store) {
-  rmq_consume_queue **all;
+  rmq_queue_info *all;
   int n;
   rmq_err err = {0};
-  if (rmq_cq_table_snapshot(rmq_store_consume_queues(store), &all, &n, &err) != RMQ_OK) {
-    return SQLITE_NOMEM;
-  }
+  if (rmq_store_queues(store, &all, &n, &err) != RMQ_OK) return SQLITE_NOMEM;
   int rc = SQLITE_OK;
   c->rows = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof *c->rows);
   for (int i = 0; c->rows && i < n; i++) {
     qs_row *r = &c->rows[c->n];
-    if ((r->topic = sqlite3_mprintf("%s", all[i]->topic)) == NULL) break;
-    r->queue_id = all[i]->queue_id;
-    r->min = rmq_cq_min_offset(all[i]);
-    r->max = rmq_cq_max_offset(all[i]);
+    if ((r->topic = sqlite3_mprintf("%s", all[i].topic)) == NULL) break;
+    r->queue_id = all[i].queue_id;
+    r->min = all[i].min_offset;
+    r->max = all[i].max_offset;
     if (r->max < r->min) r->max = r->min; /* a queue cut to nothing by recovery */
     c->n++;
   }
@@ -120,7 +118,6 @@ static int snapshot(qs_cursor *c, rmq_store *store) {
   if (rc == SQLITE_OK && c->n > 1) qsort(c->rows, (size_t)c->n, sizeof *c->rows, cmp_rows);
   return rc;
 }
-
 static int qs_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;

@@ -65,7 +65,6 @@
 #include <string.h>
 
 #include "rmq_ext.h"
-#include "clock.h"
 
 #define STORE_SCHEMA                                                                        \
   "CREATE TABLE x(commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT,"      \
@@ -163,7 +162,7 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     rmq_err err = {0};
     rmq_parse_delay_levels(vt->cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
                            &vt->delay_levels, &err);
-    if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
+    if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
       *errmsg = sqlite3_mprintf("%s", err.msg);
       rc = SQLITE_ERROR;
     } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL) {
@@ -174,7 +173,7 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     *out = &vt->base;
   } else if (vt) {
-    rmq_registry_release(vt->store);
+    rmq_store_release(vt->store);
     sqlite3_free(vt->dir);
     sqlite3_free(vt);
   }
@@ -197,7 +196,7 @@ static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
 static int store_ready(store_vtab *vt) {
   if (vt->store) return SQLITE_OK;
   rmq_err err = {0};
-  if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) == RMQ_OK) return SQLITE_OK;
+  if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) == RMQ_OK) return SQLITE_OK;
   return set_vtab_error(&vt->base, "%s", err.msg);
 }
 
@@ -265,7 +264,7 @@ static int store_disconnect(sqlite3_vtab *base) {
   arena_clear(vt, false);
   sqlite3_free(vt->savepoints);
   rmq_uniq_key_gen_free(vt->uniq);
-  rmq_registry_release(vt->store);
+  rmq_store_release(vt->store);
   sqlite3_free(vt->dir);
   sqlite3_free(vt);
   return SQLITE_OK;
@@ -505,8 +504,6 @@ static int store_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-static rmq_commitlog *cursor_log(store_cursor *c) { return rmq_store_commitlog(c->vt->store); }
-
 static int cursor_error(store_cursor *c, const char *msg) {
   return set_vtab_error(&c->vt->base, "%s", msg);
 }
@@ -516,7 +513,7 @@ static bool load_record(store_cursor *c, int64_t offset) {
   rmq_commitlog_ref_release(&c->ref);
   c->props_found = false;
   rmq_err err = {0};
-  return rmq_commitlog_read_message(cursor_log(c), offset, false, &c->ref, &c->m, &err) == RMQ_OK;
+  return rmq_store_read(c->vt->store, offset, &c->ref, &c->m, &err) == RMQ_OK;
 }
 
 /* ---- walks (offset range, scan) */
@@ -558,22 +555,16 @@ static int wait_dispatched(store_cursor *c) {
 /*
 ** Long poll, as RocketMQ holds a pull request: while the query has returned
 ** no row, sleep until the queue grows past next_offset or the deadline
-** passes; true if it grew. The queue's end is read after the dispatcher's
-** offset, so a message dispatched in between is seen, not slept through.
+** passes; true if it grew.
 */
 static bool wait_for_arrival(store_cursor *c) {
-  rmq_reput_service *r = rmq_store_reput(c->vt->store);
-  if (!r || c->found || c->deadline == 0) return false;
-  for (;;) {
-    int64_t seen = rmq_reput_offset(r);
-    if (!c->cq) c->cq = rmq_cq_table_find(rmq_store_consume_queues(c->vt->store), c->topic, c->queue_id);
-    if (c->cq && rmq_cq_max_offset(c->cq) > c->next_offset) return true;
-    int64_t left = c->deadline - rmq_monotonic_ms();
-    if (left <= 0) return false;
-    rmq_reput_wait_progress(r, seen, left > INT32_MAX ? INT32_MAX : (int)left);
+  if (c->found || c->deadline == 0 ||
+      !rmq_store_wait_queue(c->vt->store, c->topic, c->queue_id, c->next_offset, c->deadline)) {
+    return false;
   }
+  if (!c->cq) c->cq = rmq_store_find_queue(c->vt->store, c->topic, c->queue_id);
+  return true;
 }
-
 /*
 ** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
 ** matches, with its record. At the end of the queue, a query with wait_ms
@@ -714,7 +705,7 @@ static int cq_filter(store_cursor *c, filter_args *a) {
   c->topic = sqlite3_mprintf("%s", topic);
   if (!c->topic) return SQLITE_NOMEM;
   c->queue_id = (int32_t)sqlite3_value_int64(a->v[S_QUEUE]);
-  c->cq = rmq_cq_table_find(rmq_store_consume_queues(c->vt->store), c->topic, c->queue_id);
+  c->cq = rmq_store_find_queue(c->vt->store, c->topic, c->queue_id);
   range q = {0, INT64_MAX}, ts = time_range(a);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_EQ, a->v[S_QOFF_EQ]);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_QOFF_GE]);

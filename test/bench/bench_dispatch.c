@@ -27,6 +27,7 @@
 
 #include "bench_util.h"
 #include "rmq.h"
+#include "store.h"
 #include "service_thread.h"
 
 static void die(const char *what, const rmq_err *err) {

@@ -19,6 +19,7 @@
 #include "bench_util.h"
 #include "message.h"
 #include "rmq.h"
+#include "store.h"
 #include "service_thread.h"
 
 #define RUNS 3

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "rmq.h"
+#include "staging.h"
 #include "testutil.h"
 
 /* How many of the chunk's pages are resident (mapped in). */

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "message.h"
 #include "rmq.h"
+#include "store.h"
 
 /* A fresh directory under /tmp (static buffer per call site is the caller's). */
 static inline void tu_tmpdir(char *out, size_t cap) {
