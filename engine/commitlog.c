@@ -659,7 +659,7 @@ int64_t rmq_commitlog_time_at(rmq_commitlog *cl, int64_t offset, int32_t size) {
 
 /* ------------------------------------------------------------- recovery */
 
-/* The segment abnormal recovery starts from (spec §8.4). */
+/* The segment abnormal recovery starts from (CommitLog.isMappedFileMatchedRecover). */
 static int abnormal_start_index(rmq_commitlog *cl, rmq_checkpoint *cp) {
   int64_t min_ts = rmq_checkpoint_min_timestamp(cp);
   for (int i = rmq_mfq_count(&cl->mfq) - 1; i >= 0; i--) {

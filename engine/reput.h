@@ -1,5 +1,5 @@
 /*
-** reput.h: ReputMessageService, the dispatcher (spec §11).
+** reput.h: ReputMessageService, the dispatcher (DefaultMessageStore.ReputMessageService).
 **
 ** One thread reads the CommitLog from reput_from_offset up to what the
 ** writer has published, validates each record (without the CRC, as

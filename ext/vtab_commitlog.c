@@ -288,7 +288,7 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_KIND: sqlite3_result_text(ctx, kinds[c->rec.kind], -1, SQLITE_STATIC); break;
     case COL_VALID: sqlite3_result_int(ctx, row_valid(c)); break;
     case COL_CRC_OK:
-      if (c->rec.kind != RMQ_RECORD_BLANK && row_crc_ok(c) != 2) sqlite3_result_int(ctx, row_crc_ok(c));
+      if (row_crc_ok(c) != 2) sqlite3_result_int(ctx, row_crc_ok(c));
       break;
     case COL_REASON: {
       const char *r = row_reason(c);
