@@ -9,7 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "java_hash.h"
+#include "properties.h"
 #include "service_thread.h"
+#include "topic.h"
 
 /* ---------------------------------------------------- topic-queue table */
 

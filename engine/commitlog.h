@@ -24,6 +24,7 @@
 #include "checkpoint.h"
 #include "mapped_file.h"
 #include "message.h"
+#include "message_id.h"
 #include "rmq_err.h"
 
 #define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"

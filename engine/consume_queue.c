@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "message.h"
+#include "topic.h"
 
 #define UNIT RMQ_CQ_UNIT_SIZE
 

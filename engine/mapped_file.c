@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "allocate.h"
+#include "file_name.h"
 #include "io.h"
 #include "message.h"
 
