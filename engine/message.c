@@ -157,6 +157,8 @@ bool rmq_record_head_read(const uint8_t *rec, size_t room, rmq_record_head *h) {
   /* STOREHOST, RECONSUMETIMES and PREPAREDTRANSACTIONOFFSET lie between. */
   size_t body_len_at = h->store_timestamp_at + 8 +
                        (size_t)host_len(h->sys_flag & RMQ_SYSFLAG_STOREHOST_V6) + 12;
+  /* IPv6 hosts that SYSFLAG claims can put BODYLENGTH past a short record. */
+  if (body_len_at + 4 > (size_t)h->len) return false;
   size_t topic_at = body_len_at + 4 + (uint32_t)rmq_get32(rec + body_len_at);
   if (topic_at >= (size_t)h->len || topic_at + 1 + rec[topic_at] > (size_t)h->len) return false;
   h->topic = (const char *)rec + topic_at + 1;
