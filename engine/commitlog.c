@@ -104,6 +104,15 @@ static void put_unlock(rmq_commitlog *cl) {
   }
 }
 
+/* rmq_commitlog_poison with the put lock held: a segment's failed write reports here. */
+static void poison_locked(void *arg, const char *why) {
+  rmq_commitlog *cl = arg;
+  if (!atomic_load(&cl->poisoned)) {
+    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%s", why);
+    atomic_store(&cl->poisoned, true);
+  }
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
@@ -120,7 +129,10 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
   }
   pthread_mutex_init(&cl->put_mutex, NULL);
   pthread_spin_init(&cl->put_spin, PTHREAD_PROCESS_PRIVATE);
-  return rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
+  int rc = rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
+  cl->mfq.write_failed = poison_locked;
+  cl->mfq.write_failed_ctx = cl;
+  return rc;
 }
 
 void rmq_commitlog_destroy(rmq_commitlog *cl) {
@@ -134,10 +146,7 @@ void rmq_commitlog_destroy(rmq_commitlog *cl) {
 
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why) {
   put_lock(cl);
-  if (!atomic_load(&cl->poisoned)) {
-    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%s", why);
-    atomic_store(&cl->poisoned, true);
-  }
+  poison_locked(cl, why);
   put_unlock(cl);
 }
 

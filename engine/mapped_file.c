@@ -244,6 +244,13 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
 
 static const uint8_t zeros[PWRITE_PIECE];
 
+static void mapped_file_write_failed(rmq_mapped_file *mf, int64_t at, int e) {
+  char why[256];
+  snprintf(why, sizeof why, "cannot zero the bytes of a failed write at %lld of %s: %s",
+           (long long)at, mf->path, e ? strerror(e) : "short write");
+  if (mf->write_failed) mf->write_failed(mf->write_failed_ctx, why);
+}
+
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   if (mf->write_buffer) {
     memset(mf->write_buffer + at, 0, len);
@@ -252,7 +259,11 @@ void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   /* By pwrite: through the mapping, a page without disk blocks would be SIGBUS. */
   for (size_t done = 0; done < len; done += sizeof zeros) {
     size_t n = len - done < sizeof zeros ? len - done : sizeof zeros;
-    if (pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) break;
+    errno = 0; /* a short write sets none */
+    if (rmq_io_pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) {
+      mapped_file_write_failed(mf, at + (int64_t)done, errno);
+      return;
+    }
   }
 }
 
@@ -277,7 +288,7 @@ int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
     int32_t end = to - from < PWRITE_PIECE ? to : from + PWRITE_PIECE;
     atomic_store(&mf->prefilling, (int64_t)from << 32 | end);
     bool ok = atomic_load(&mf->write_claim) <= from &&
-              pwrite(mf->fd, zeros, (size_t)(end - from), from) == end - from;
+              rmq_io_pwrite(mf->fd, zeros, (size_t)(end - from), from) == end - from;
     atomic_store(&mf->prefilling, 0);
     if (!ok) break;
     from = end;
@@ -343,6 +354,8 @@ static int mfq_push(rmq_mapped_file_queue *q, rmq_mapped_file *mf, rmq_err *err)
     q->files = files;
     q->cap = cap;
   }
+  mf->write_failed = q->write_failed;
+  mf->write_failed_ctx = q->write_failed_ctx;
   q->files[q->count++] = mf;
   return RMQ_OK;
 }

@@ -36,6 +36,13 @@
 typedef struct rmq_transient_store_pool rmq_transient_store_pool;
 typedef struct rmq_allocate_service rmq_allocate_service;
 
+/*
+** Told when a file's bytes no longer match what its positions promise: a
+** failed write left a failed batch's records on disk (rmq_mapped_file_zero).
+** Runs on the writer's thread (for the CommitLog, under its put lock).
+*/
+typedef void (*rmq_write_failed_fn)(void *ctx, const char *why);
+
 typedef struct rmq_mapped_file {
   char *path;
   int64_t file_from_offset;
@@ -58,6 +65,8 @@ typedef struct rmq_mapped_file {
   atomic_bool available;
   atomic_bool unlink_on_free;
   bool first_in_queue;             /* first file a consume queue ever created */
+  rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
+  void *write_failed_ctx;
   pthread_mutex_t flush_mu;        /* one flush or commit of this file at a time */
 } rmq_mapped_file;
 
@@ -142,9 +151,11 @@ int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto);
 /*
 ** Pre-fill [from, to) with zeros by pwrite, so that the writer's bytes land
 ** in page cache that exists (the pre-fault thread). pwrite makes page cache
-** at 0.2-0.3 us per KiB, where faulting pages in one by one costs 1.9-3.0
-** on a virtual machine. Stops at the writer's claim (its bytes are never
-** overwritten) or a failed write; returns how far it got.
+** faster than faulting pages in one by one, above all on a virtual machine.
+** Stops at the writer's claim (its bytes are never overwritten) or a failed
+** write, which changes nothing on disk (the range held zeros and stays
+** unwritten): the writer's own write or flush of those pages meets the
+** failure and reports it. Returns how far it got.
 */
 int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to);
 /*
@@ -156,7 +167,11 @@ int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to);
 */
 int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,
                           rmq_err *err);
-/* Zero len unpublished bytes at `at` (what a failed append left). */
+/*
+** Zero len unpublished bytes at `at` (what a failed append left), lest
+** recovery take them for records. If that fails too, the write_failed
+** callback is told: the file holds bytes nobody may trust.
+*/
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
@@ -178,6 +193,8 @@ typedef struct rmq_mapped_file_queue {
   _Atomic int64_t committed_where;
   _Atomic int64_t store_timestamp; /* of the last record flushed with leastPages 0 */
   pthread_mutex_t flush_mu;        /* queue-level flush/commit are serialised */
+  rmq_write_failed_fn write_failed; /* given to each file the queue takes */
+  void *write_failed_ctx;
 } rmq_mapped_file_queue;
 
 int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
