@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
-#include "mapped_file.h"
+#include "mapped_file_queue.h"
 #include "message.h"
 #include "message_id.h"
 #include "rmq_err.h"

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
-#include "mapped_file.h"
+#include "mapped_file_queue.h"
 #include "rmq_err.h"
 
 #define RMQ_CQ_UNIT_SIZE 20
