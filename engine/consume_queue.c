@@ -2,7 +2,7 @@
 ** consume_queue.c: ConsumeQueue and the consume-queue table (see
 ** consume_queue.h). Line references are to RocketMQ 4.9.7's
 ** ConsumeQueue.java (CQ), MappedFileQueue.java (MFQ) and
-** DefaultMessageStore.java (DMS), as cited by the spec.
+** DefaultMessageStore.java (DMS).
 */
 #include "consume_queue.h"
 
@@ -277,7 +277,7 @@ void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset) {
   for (int32_t pos = 0; pos + UNIT <= readable; pos += UNIT) {
     rmq_cq_entry e;
     entry_read(mf->mapped + pos, &e);
-    /* A filler entry is never a message to start from (spec §16). */
+    /* A filler entry is never a message to start from (RocketMQ may take one). */
     if (e.phy_offset >= phy_min_offset && !entry_pre_blank(&e)) {
       atomic_store(&cq->min_logic_offset, mf->file_from_offset + pos);
       break;
