@@ -12,6 +12,8 @@
 
 #include "check.h"
 #include "message.h"
+#include "message_id.h"
+#include "properties.h"
 #include "rmq.h"
 #include "store.h"
 
