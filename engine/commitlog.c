@@ -10,10 +10,9 @@
 #include <sys/stat.h>
 
 #include "commitlog_iter.h"
-#include "java_hash.h"
 #include "properties.h"
+#include "rmq.h"
 #include "service_thread.h"
-#include "topic.h"
 
 /* ---------------------------------------------------- topic-queue table */
 

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "message.h"
-#include "topic.h"
+#include "rmq.h"
 #include "topic_queue_table.h"
 
 #define UNIT RMQ_CQ_UNIT_SIZE

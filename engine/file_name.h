@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-/* 20-digit zero-padded start offset, as CommitLog and ConsumeQueue files are named. */
-void rmq_file_name(int64_t offset, char out[21]);
+#include "rmq.h" /* rmq_file_name */
+
 /* Parse such a name; returns 0, or -1 unless exactly 20 decimal digits. */
 int rmq_file_name_parse(const char *name, int64_t *offset);
 /* yyyyMMddHHmmssSSS of a ms timestamp in local time (index file names). */

@@ -19,8 +19,8 @@
 
 #include "file_name.h"
 #include "io.h"
-#include "java_hash.h"
 #include "message.h"
+#include "rmq.h"
 #include "service_thread.h"
 
 #define INDEX_NAME_LEN 17

@@ -6,7 +6,7 @@
 ** the JDK's UTF-8 decoder does (one per maximal valid prefix; an encoded
 ** surrogate is one U+FFFD for its three bytes).
 */
-#include "java_hash.h"
+#include "rmq.h"
 
 #include <stdbool.h>
 

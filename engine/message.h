@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rmq.h" /* rmq_message, rmq_host, rmq_decode_status, the limits, rmq_body_crc */
+
 #define RMQ_MAGIC_V1 ((int32_t)0xDAA320A7)
 #define RMQ_MAGIC_V2 ((int32_t)0xDAA320AB)
 #define RMQ_MAGIC_BLANK ((int32_t)0xCBD43194)
@@ -31,8 +33,6 @@
 #define RMQ_SYSFLAG_BORNHOST_V6 0x10
 #define RMQ_SYSFLAG_STOREHOST_V6 0x20
 
-#define RMQ_MAX_TOPIC_LEN 127
-#define RMQ_MAX_PROPERTIES_LEN 32767
 #define RMQ_END_FILE_MIN_BLANK_LENGTH 8
 
 /* Fixed positions inside a record (MessageDecoder). */
@@ -50,41 +50,6 @@
 #define RMQ_POS_STORE_TIMESTAMP(sys_flag) \
   (48 + (((sys_flag) & RMQ_SYSFLAG_BORNHOST_V6) ? 20 : 8))
 
-/* A host: IPv4 (4 address bytes) or IPv6 (16), and a port. */
-typedef struct rmq_host {
-  uint8_t addr[16];
-  int32_t port;
-  bool v6;
-} rmq_host;
-
-/*
-** One record. Decoding fills it with pointers into the decoded buffer
-** (nothing is copied); encoding reads it. total_size and magic are outputs
-** of the encoder and ignored on input.
-*/
-typedef struct rmq_message {
-  int32_t total_size;
-  int32_t magic;
-  int32_t body_crc;
-  int32_t queue_id;
-  int32_t flag;
-  int64_t queue_offset;
-  int64_t physical_offset;
-  int32_t sys_flag;
-  int64_t born_timestamp;
-  rmq_host born_host;
-  int64_t store_timestamp;
-  rmq_host store_host;
-  int32_t reconsume_times;
-  int64_t prepared_transaction_offset;
-  const uint8_t *body;
-  int32_t body_len;
-  const char *topic;
-  int32_t topic_len;
-  const char *properties;
-  int32_t properties_len;
-} rmq_message;
-
 /* calMsgLength: the record size for these field sizes (v2: 2-byte topic length). */
 int32_t rmq_message_length(int32_t sys_flag, int32_t body_len, int32_t topic_len,
                            int32_t properties_len, bool v2);
@@ -96,15 +61,6 @@ int32_t rmq_message_length(int32_t sys_flag, int32_t body_len, int32_t topic_len
 ** is out of range (topic 1..127, properties 0..32767, body >= 0).
 */
 int32_t rmq_message_encode(const rmq_message *m, uint8_t *buf, size_t cap);
-
-typedef enum rmq_decode_status {
-  RMQ_DECODE_OK = 0,      /* a valid record; total_size bytes */
-  RMQ_DECODE_BLANK,       /* end-of-segment BLANK; total_size = its length */
-  RMQ_DECODE_BAD_MAGIC,   /* neither v1, v2 nor BLANK (zero bytes land here) */
-  RMQ_DECODE_TRUNCATED,   /* a field or a length runs past the available bytes */
-  RMQ_DECODE_BAD_LENGTH,  /* calMsgLength differs from TOTALSIZE */
-  RMQ_DECODE_BAD_CRC      /* check_crc and the masked CRC32 of the body differs */
-} rmq_decode_status;
 
 /* What a put of encoded records reads of a v1 record, and where its store time goes. */
 typedef struct rmq_record_head {
@@ -127,10 +83,6 @@ bool rmq_record_head_read(const uint8_t *rec, size_t room, rmq_record_head *h);
 */
 rmq_decode_status rmq_message_decode(const uint8_t *buf, size_t avail, bool check_crc,
                                      rmq_message *out);
-const char *rmq_decode_status_name(rmq_decode_status s);
-
-/* CRC32(bytes) & 0x7FFFFFFF, the stored BODYCRC. */
-int32_t rmq_body_crc(const void *bytes, size_t len);
 
 /* Big-endian helpers shared by every file format. */
 static inline int32_t rmq_get32(const uint8_t *p) {

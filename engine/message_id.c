@@ -1,6 +1,7 @@
 /*
 ** message_id.c: hosts as text and the offset msgId.
 */
+#include "message.h"
 #include "message_id.h"
 
 #include <arpa/inet.h>

@@ -25,17 +25,136 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The record codec: rmq_message, rmq_host, rmq_decode_status, properties, ids, names. */
-#include "file_name.h"
-#include "java_hash.h"
-#include "message.h"
-#include "message_id.h"
-#include "properties.h"
-#include "topic.h"
-#include "uniq_key.h"
-
 /* The version of sqlite-rocketmq, as rocketmq_version() returns it. */
 #define RMQ_VERSION "0.1.0"
+
+/* -------------------------------------------------------------- messages */
+
+/*
+** The CommitLog record codec's types (MessageDecoder): a record decoded in
+** place, the host and msgId formats, the properties string
+** "name\1value\2name\1value", and the names and hashes RocketMQ derives.
+*/
+#define RMQ_MAX_TOPIC_LEN 127
+#define RMQ_MAX_PROPERTIES_LEN 32767
+
+/* A host: IPv4 (4 address bytes) or IPv6 (16), and a port. */
+typedef struct rmq_host {
+  uint8_t addr[16];
+  int32_t port;
+  bool v6;
+} rmq_host;
+
+/*
+** One record. Decoding fills it with pointers into the decoded buffer
+** (nothing is copied); encoding reads it. total_size and magic are outputs
+** of the encoder and ignored on input.
+*/
+typedef struct rmq_message {
+  int32_t total_size;
+  int32_t magic;
+  int32_t body_crc;
+  int32_t queue_id;
+  int32_t flag;
+  int64_t queue_offset;
+  int64_t physical_offset;
+  int32_t sys_flag;
+  int64_t born_timestamp;
+  rmq_host born_host;
+  int64_t store_timestamp;
+  rmq_host store_host;
+  int32_t reconsume_times;
+  int64_t prepared_transaction_offset;
+  const uint8_t *body;
+  int32_t body_len;
+  const char *topic;
+  int32_t topic_len;
+  const char *properties;
+  int32_t properties_len;
+} rmq_message;
+
+typedef enum rmq_decode_status {
+  RMQ_DECODE_OK = 0,      /* a valid record; total_size bytes */
+  RMQ_DECODE_BLANK,       /* end-of-segment BLANK; total_size = its length */
+  RMQ_DECODE_BAD_MAGIC,   /* neither v1, v2 nor BLANK (zero bytes land here) */
+  RMQ_DECODE_TRUNCATED,   /* a field or a length runs past the available bytes */
+  RMQ_DECODE_BAD_LENGTH,  /* calMsgLength differs from TOTALSIZE */
+  RMQ_DECODE_BAD_CRC      /* check_crc and the masked CRC32 of the body differs */
+} rmq_decode_status;
+
+const char *rmq_decode_status_name(rmq_decode_status s);
+
+/* CRC32(bytes) & 0x7FFFFFFF, the stored BODYCRC. */
+int32_t rmq_body_crc(const void *bytes, size_t len);
+
+/* Parse "a.b.c.d:port" or "[v6]:port"; returns 0, or -1 when malformed. */
+int rmq_host_parse(const char *s, rmq_host *out);
+/* Format as "a.b.c.d:port" or "[v6]:port" into buf (at least 64 bytes). */
+void rmq_host_format(const rmq_host *h, char *buf, size_t cap);
+
+/* Offset msgId: store host bytes + port + offset, upper-case hex (33 or 57 bytes with NUL). */
+#define RMQ_MSG_ID_MAX 57
+void rmq_msg_id_format(const rmq_host *store_host, int64_t offset, char out[RMQ_MSG_ID_MAX]);
+/* Decode a msgId (32 hex chars: IPv4, 56: IPv6, case-insensitive); returns 0 or -1. */
+int rmq_msg_id_parse(const char *hex, size_t len, rmq_host *store_host, int64_t *offset);
+
+/* Property names the store reads. */
+#define RMQ_PROPERTY_TAGS "TAGS"
+#define RMQ_PROPERTY_KEYS "KEYS"
+#define RMQ_PROPERTY_UNIQ_KEY "UNIQ_KEY"
+#define RMQ_PROPERTY_DELAY "DELAY"
+#define RMQ_PROPERTY_REAL_TOPIC "REAL_TOPIC"
+#define RMQ_PROPERTY_REAL_QID "REAL_QID"
+
+/* A property's value as rmq_properties_find reports it; value NULL when absent. */
+typedef struct rmq_property_value {
+  const char *value;
+  size_t len;
+} rmq_property_value;
+/*
+** Look n names up in one pass over props (readers want several per record):
+** out[i] receives names[i]'s value, by rmq_properties_get's rules.
+*/
+void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
+                         rmq_property_value *out);
+
+typedef struct rmq_properties_iter {
+  const char *p, *end;
+} rmq_properties_iter;
+void rmq_properties_iter_init(rmq_properties_iter *it, const char *props, size_t len);
+/* Next valid pair in stored order; returns false at the end. */
+bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *name_len,
+                         const char **value, size_t *value_len);
+
+/* True if s holds \1 or \2, which no property name or value may contain. */
+bool rmq_properties_has_separator(const char *s, size_t n);
+/* rmq_properties_append without the separator checks: for a name and value known to be clean. */
+int rmq_properties_put(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
+                       const char *value, size_t value_len);
+
+/* Java String.hashCode over the UTF-16 units of UTF-8 text (U+FFFD for bad sequences). */
+int32_t rmq_java_hash(const char *utf8, size_t len);
+/* tagsCode of a TAGS value: the Java hash sign-extended; 0 for empty/absent. */
+int64_t rmq_tags_code(const char *tags, size_t len);
+/* Index key hash of "topic#key": abs(javaHash), Integer.MIN_VALUE -> 0. */
+int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key, size_t key_len);
+
+/* RocketMQ's topic rule: 1..127 bytes of [A-Za-z0-9_%|-]. */
+bool rmq_topic_valid(const char *topic, size_t len);
+
+/* 20-digit zero-padded start offset, as CommitLog and ConsumeQueue files are named. */
+void rmq_file_name(int64_t offset, char out[21]);
+
+/*
+** UNIQ_KEY generator in MessageClientIDSetter's format: client
+** IP (IPv4 preferred), pid low 16 bits, a per-process int32, ms since the
+** start of the local month, a 16-bit counter. Thread-safe.
+*/
+typedef struct rmq_uniq_key_gen rmq_uniq_key_gen;
+rmq_uniq_key_gen *rmq_uniq_key_gen_new(void);
+void rmq_uniq_key_gen_free(rmq_uniq_key_gen *g);
+/* Writes the id and a NUL (33 or 57 bytes); returns its length. */
+int rmq_uniq_key_next(rmq_uniq_key_gen *g, char out[RMQ_MSG_ID_MAX]);
 
 /* ---------------------------------------------------------------- errors */
 

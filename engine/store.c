@@ -25,12 +25,13 @@
 
 #include "allocate.h"
 #include "checkpoint.h"
+#include "commitlog_iter.h"
 #include "consume_queue.h"
 #include "flush.h"
 #include "index_file.h"
 #include "io.h"
+#include "properties.h"
 #include "reput.h"
-#include "commitlog_iter.h"
 #include "service_thread.h"
 
 /* How long open waits for the dispatcher to catch up with the recovered log. */

@@ -1,7 +1,7 @@
 /*
 ** topic.c: TopicValidator.validateTopic's character and length rule.
 */
-#include "topic.h"
+#include "rmq.h"
 
 #include "message.h"
 

@@ -1,7 +1,7 @@
 /*
 ** uniq_key.c: UNIQ_KEY ids as MessageClientIDSetter.createUniqID makes them.
 */
-#include "uniq_key.h"
+#include "rmq.h"
 
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -14,6 +14,9 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "message.h"
+#include "message_id.h"
 
 /*
 ** The first bytes of every id (IP, pid, a random int32) are fixed for the

@@ -26,9 +26,10 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "properties.h"
 #include "rmq.h"
-#include "store.h"
 #include "service_thread.h"
+#include "store.h"
 
 static void die(const char *what, const rmq_err *err) {
   fprintf(stderr, "%s: %s\n", what, err->msg);

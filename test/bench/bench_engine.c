@@ -18,9 +18,10 @@
 
 #include "bench_util.h"
 #include "message.h"
+#include "properties.h"
 #include "rmq.h"
-#include "store.h"
 #include "service_thread.h"
+#include "store.h"
 
 #define RUNS 3
 

@@ -34,10 +34,10 @@
 #include <unistd.h>
 
 #include "file_name.h"
-#include "java_hash.h"
 #include "message.h"
 #include "message_id.h"
 #include "properties.h"
+#include "rmq.h"
 
 static void print_json_string(const char *s, size_t n) {
   putchar('"');

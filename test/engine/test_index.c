@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "file_name.h"
 #include "index_file.h"
 #include "io.h"
 #include "message.h"

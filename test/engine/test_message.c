@@ -18,12 +18,10 @@
 #include "check.h"
 #include "crc32.h"
 #include "file_name.h"
-#include "java_hash.h"
 #include "message.h"
 #include "message_id.h"
 #include "properties.h"
-#include "topic.h"
-#include "uniq_key.h"
+#include "rmq.h"
 
 /* ------------------------------------------------------------ helpers */
 

@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "message.h"
+#include "properties.h"
 #include "rmq.h"
 
 #define FILE_SIZE (4 * 1024 * 1024)
