@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""layering.py: the layers of the source tree hold.
+
+- ext/ reaches the engine through engine/rmq.h alone: no file of ext/
+  includes another engine header.
+- engine/rmq.h, the public header, includes no other engine header: the
+  component headers include it, never the other way.
+- The #include graph among engine/ headers has no cycle.
+- No file of engine/ includes a SQLite header: the engine builds and is
+  tested without SQLite.
+
+Prints each failure, then `N passed, N failed`; exits 1 when something failed.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+passed = 0
+failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAILED: " + what)
+
+
+def sources(subdir, exts=(".c", ".h")):
+    d = os.path.join(ROOT, subdir)
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(exts))
+
+
+def includes(path):
+    """(kind, name) of every #include: kind is '"' or '<'."""
+    with open(path, encoding="utf-8") as f:
+        return INCLUDE.findall(f.read())
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT)
+
+
+engine_headers = {os.path.basename(p) for p in sources("engine", (".h",))}
+
+# ext/ includes no engine header but rmq.h.
+for path in sources("ext"):
+    for kind, name in includes(path):
+        if kind == '"' and os.path.basename(name) in engine_headers:
+            check(name == "rmq.h", "%s includes engine header %s; ext/ uses rmq.h alone"
+                  % (rel(path), name))
+
+# rmq.h includes no component header.
+for kind, name in includes(os.path.join(ROOT, "engine", "rmq.h")):
+    check(kind == "<" or name not in engine_headers,
+          "engine/rmq.h includes the component header %s" % name)
+
+# No include cycle among engine headers.
+graph = {}
+for path in sources("engine", (".h",)):
+    graph[os.path.basename(path)] = [n for k, n in includes(path)
+                                     if k == '"' and n in engine_headers]
+
+
+def find_cycle():
+    state = {}  # 1: on the current path, 2: done
+    path = []
+
+    def visit(h):
+        state[h] = 1
+        path.append(h)
+        for n in graph.get(h, []):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if state.get(n) is None:
+                c = visit(n)
+                if c:
+                    return c
+        path.pop()
+        state[h] = 2
+        return None
+
+    for h in sorted(graph):
+        if state.get(h) is None:
+            c = visit(h)
+            if c:
+                return c
+    return None
+
+
+cycle = find_cycle()
+check(cycle is None, "#include cycle among engine headers: %s" % " -> ".join(cycle or []))
+
+# No SQLite header in engine/.
+for path in sources("engine"):
+    for kind, name in includes(path):
+        check(not os.path.basename(name).startswith("sqlite3"),
+              "%s includes the SQLite header %s" % (rel(path), name))
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
