@@ -113,7 +113,9 @@ typedef struct rmq_property_value {
 } rmq_property_value;
 /*
 ** Look n names up in one pass over props (readers want several per record):
-** out[i] receives names[i]'s value, by rmq_properties_get's rules.
+** out[i] receives names[i]'s value, by MessageDecoder 4.9.7's rules:
+** segments shorter than 3 bytes and pairs with an empty name or value are
+** ignored, a trailing \2 is accepted, and a later duplicate wins.
 */
 void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
                          rmq_property_value *out);
@@ -128,7 +130,11 @@ bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *nam
 
 /* True if s holds \1 or \2, which no property name or value may contain. */
 bool rmq_properties_has_separator(const char *s, size_t n);
-/* rmq_properties_append without the separator checks: for a name and value known to be clean. */
+/*
+** Append "name\1value" (with a \2 before it when *len > 0) to buf, for a
+** name and value known to hold no separator. Returns 0, or -1 if it does
+** not fit in cap.
+*/
 int rmq_properties_put(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
                        const char *value, size_t value_len);
 
@@ -151,6 +157,7 @@ void rmq_file_name(int64_t offset, char out[21]);
 ** start of the local month, a 16-bit counter. Thread-safe.
 */
 typedef struct rmq_uniq_key_gen rmq_uniq_key_gen;
+/* NULL when out of memory. */
 rmq_uniq_key_gen *rmq_uniq_key_gen_new(void);
 void rmq_uniq_key_gen_free(rmq_uniq_key_gen *g);
 /* Writes the id and a NUL (33 or 57 bytes); returns its length. */
