@@ -183,7 +183,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
   return rc;
 }
 
-int rmq_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
+int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
                    char **errmsg) {
   rmq_config_init(cfg);
   *dir = NULL;

@@ -29,30 +29,19 @@
 ** written by someone else (a view, a trigger) cannot reach files with them;
 ** rocketmq_java_hash is SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS.
 */
-#include <stdarg.h>
 
 #include "rmq_ext.h"
-
-/* Fail ctx with a formatted message (a fixed one when there is no memory for it). */
-static void result_errorf(sqlite3_context *ctx, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *msg = sqlite3_vmprintf(fmt, ap);
-  va_end(ap);
-  sqlite3_result_error(ctx, msg ? msg : "out of memory", -1);
-  sqlite3_free(msg);
-}
 
 /* The live store for argv[0], or NULL after setting the error on ctx. */
 static rmq_store *open_store(sqlite3_context *ctx, const char *fn, sqlite3_value *arg) {
   const char *dir = (const char *)sqlite3_value_text(arg);
   if (dir == NULL) {
-    result_errorf(ctx, "%s: the store directory is NULL", fn);
+    rmqx_result_error(ctx, "%s: the store directory is NULL", fn);
     return NULL;
   }
   rmq_store *s = rmq_store_find(dir);
   if (s == NULL) {
-    result_errorf(ctx, "%s: store %s is not open in this process (open it with CREATE VIRTUAL "
+    rmqx_result_error(ctx, "%s: store %s is not open in this process (open it with CREATE VIRTUAL "
                        "TABLE ... USING rocketmq(dir='%s'))", fn, dir, dir);
   }
   return s;
@@ -68,7 +57,7 @@ static void flush_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (rmq_store_flush(s, &flushed, &err) == RMQ_OK) {
     sqlite3_result_int64(ctx, flushed);
   } else {
-    result_errorf(ctx, "rocketmq_flush: %s", err.msg);
+    rmqx_result_error(ctx, "rocketmq_flush: %s", err.msg);
   }
   rmq_store_release(s);
 }
@@ -90,7 +79,7 @@ static void java_hash_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   sqlite3_result_int(ctx, rmq_java_hash(text, (size_t)sqlite3_value_bytes(argv[0])));
 }
 
-int rmq_register_functions(sqlite3 *db) {
+int rmqx_register_functions(sqlite3 *db) {
   static const struct {
     const char *name;
     void (*fn)(sqlite3_context *, int, sqlite3_value **);

@@ -25,7 +25,7 @@ static void json_string(sqlite3_str *out, const char *s, size_t n) {
   sqlite3_str_appendchar(out, 1, '"');
 }
 
-char *rmq_properties_json(const char *props, size_t len) {
+char *rmqx_properties_json(const char *props, size_t len) {
   sqlite3_str *out = sqlite3_str_new(0);
   rmq_properties_iter it;
   const char *name, *value;
@@ -207,7 +207,7 @@ static int parse_value(json_in *j, char **out, int *len) {
   return SQLITE_OK;
 }
 
-int rmq_properties_from_json(const char *text, rmq_json_pair_cb cb, void *ctx, char **errmsg) {
+int rmqx_properties_from_json(const char *text, rmqx_json_pair_cb cb, void *ctx, char **errmsg) {
   json_in j = {text, text, text + strlen(text), errmsg};
   skip_ws(&j);
   if (j.p >= j.end || *j.p != '{') return json_fail(&j, "expected a JSON object");
@@ -246,7 +246,7 @@ int rmq_properties_from_json(const char *text, rmq_json_pair_cb cb, void *ctx, c
 
 /* ------------------------------------------------------------- UTF-8 */
 
-bool rmq_utf8_valid(const uint8_t *s, size_t n) {
+bool rmqx_utf8_valid(const uint8_t *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     uint8_t c = s[i];

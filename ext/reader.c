@@ -3,7 +3,7 @@
 */
 #include "rmq_ext.h"
 
-int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg) {
+int rmqx_reader_open(const char *dir, rmqx_reader *r, char **errmsg) {
   r->store = rmq_store_find(dir);
   r->shared = r->store != NULL;
   if (r->store) return SQLITE_OK;
@@ -19,7 +19,7 @@ int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg) {
   return SQLITE_OK;
 }
 
-void rmq_reader_close(rmq_reader *r) {
+void rmqx_reader_close(rmqx_reader *r) {
   if (!r->store) return;
   if (r->shared) {
     rmq_store_release(r->store);
@@ -29,7 +29,7 @@ void rmq_reader_close(rmq_reader *r) {
   r->store = NULL;
 }
 
-int rmq_reader_wait_dispatched(rmq_reader *r, char **errmsg) {
+int rmqx_reader_wait_dispatched(rmqx_reader *r, char **errmsg) {
   rmq_err err = {0};
   if (rmq_store_wait_dispatched(r->store, &err) != RMQ_OK) {
     *errmsg = sqlite3_mprintf("%s", err.msg);

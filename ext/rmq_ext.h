@@ -15,14 +15,23 @@ SQLITE_EXTENSION_INIT3
 
 #include "rmq.h"
 
+/*
+** error.c: errors for the user, formatted as sqlite3_mprintf formats. On a
+** table (a cursor's errors go to its table, cur->pVtab): returns
+** SQLITE_ERROR, or SQLITE_NOMEM when the message could not be made. On a
+** function's context: the error, or SQLITE_NOMEM.
+*/
+int rmqx_vtab_error(sqlite3_vtab *vt, const char *fmt, ...);
+void rmqx_result_error(sqlite3_context *ctx, const char *fmt, ...);
+
 /* Registration, one function per file. */
-int rmq_register_store_table(sqlite3 *db);        /* vtab_store.c: rocketmq */
-int rmq_register_commitlog_table(sqlite3 *db);    /* vtab_commitlog.c: rocketmq_commitlog */
-int rmq_register_consumequeue_table(sqlite3 *db); /* vtab_consumequeue.c: rocketmq_consumequeue */
-int rmq_register_index_table(sqlite3 *db);        /* vtab_index.c: rocketmq_index */
-int rmq_register_queues_table(sqlite3 *db);       /* vtab_queues.c: rocketmq_queues */
-int rmq_register_stats_table(sqlite3 *db);        /* vtab_stats.c: rocketmq_stats */
-int rmq_register_functions(sqlite3 *db);          /* functions.c: rocketmq_flush, ... */
+int rmqx_register_store_table(sqlite3 *db);        /* vtab_store.c: rocketmq */
+int rmqx_register_commitlog_table(sqlite3 *db);    /* vtab_commitlog.c: rocketmq_commitlog */
+int rmqx_register_consumequeue_table(sqlite3 *db); /* vtab_consumequeue.c: rocketmq_consumequeue */
+int rmqx_register_index_table(sqlite3 *db);        /* vtab_index.c: rocketmq_index */
+int rmqx_register_queues_table(sqlite3 *db);       /* vtab_queues.c: rocketmq_queues */
+int rmqx_register_stats_table(sqlite3 *db);        /* vtab_stats.c: rocketmq_stats */
+int rmqx_register_functions(sqlite3 *db);          /* functions.c: rocketmq_flush, ... */
 
 /*
 ** A store to read, for the companion tables and functions that take a
@@ -31,54 +40,52 @@ int rmq_register_functions(sqlite3 *db);          /* functions.c: rocketmq_flush
 ** nothing written, sizes read off the files). On failure *errmsg is a
 ** sqlite3_malloc'd message for the user.
 */
-typedef struct rmq_reader {
+typedef struct rmqx_reader {
   rmq_store *store;
   bool shared;  /* from the registry: release, do not close */
-} rmq_reader;
+} rmqx_reader;
 
-int rmq_reader_open(const char *dir, rmq_reader *r, char **errmsg);
-void rmq_reader_close(rmq_reader *r);
+int rmqx_reader_open(const char *dir, rmqx_reader *r, char **errmsg);
+void rmqx_reader_close(rmqx_reader *r);
 /*
 ** For readers of consume queues and index files: rmq_store_wait_dispatched,
 ** so that a query sees every message whose INSERT returned before it
 ** started. On failure *errmsg is a sqlite3_malloc'd message.
 */
-int rmq_reader_wait_dispatched(rmq_reader *r, char **errmsg);
+int rmqx_reader_wait_dispatched(rmqx_reader *r, char **errmsg);
 
 /*
 ** tvf.c: the pieces shared by the read-only, table-valued companion tables.
 **
-** A table describes itself with a static rmq_tvf and registers with
-** rmq_tvf_register, which hands the description to rmq_tvf_connect (its
-** xConnect; rmq_tvf_disconnect is its xDisconnect). Its arguments are its
-** last columns, HIDDEN. rmq_tvf_best_index passes xFilter, in this argv
+** A table describes itself with a static rmqx_tvf and registers with
+** rmqx_tvf_register, which hands the description to rmqx_tvf_connect (its
+** xConnect; rmqx_tvf_disconnect is its xDisconnect). Its arguments are its
+** last columns, HIDDEN. rmqx_tvf_best_index passes xFilter, in this argv
 ** order, one = constraint per argument given, then, when range_col is set,
 ** the bounds of range_col: = ?, then >= ? or > ?, then <= ? or < ?. idxNum
 ** has bit n for argument n, then the bits of =, >=, >, <= and < on
 ** range_col (bit n_args up to n_args + 4).
 */
-#define RMQ_TVF_MAX_ARGS 8
+#define RMQX_TVF_MAX_ARGS 8
 
-typedef struct rmq_tvf {
+typedef struct rmqx_tvf {
   const char *name;             /* the module's name, which starts its error messages */
   const char *schema;           /* its CREATE TABLE, the argument columns last */
   int arg_col;                  /* column number of the first argument */
-  int n_args;                   /* argument columns, 1 to RMQ_TVF_MAX_ARGS */
+  int n_args;                   /* argument columns, 1 to RMQX_TVF_MAX_ARGS */
   int n_required;               /* the first n_required of them must be given */
   const char *const *arg_names; /* their names, for "missing argument NAME" */
   const char *usage;            /* a call that works: "rocketmq_x('path/to/store')" */
   const char *no_args_plan;     /* idxStr of a plan that lacks a required argument */
   int range_col;                /* an INTEGER column whose bounds xFilter takes, or -1 */
-} rmq_tvf;
+} rmqx_tvf;
 
-int rmq_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmq_tvf *t);
-int rmq_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+int rmqx_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmqx_tvf *t);
+int rmqx_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                     sqlite3_vtab **out, char **errmsg);
-int rmq_tvf_disconnect(sqlite3_vtab *vt);
-/* Set vt's error to "NAME: " and the formatted text; SQLITE_ERROR (SQLITE_NOMEM). */
-int rmq_tvf_error(sqlite3_vtab *vt, const char *fmt, ...);
+int rmqx_tvf_disconnect(sqlite3_vtab *vt);
 /* xOpen: a zeroed cursor of size bytes (sqlite3_vtab_cursor first) in *out, or NULL. */
-void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
+void *rmqx_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
 /*
 ** xBestIndex for the arguments and range: sets idxNum, the argv usage and
 ** orderByConsumed (ascending range_col); *ready says whether every required
@@ -86,47 +93,47 @@ void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
 ** cost of 1e300; the table prices a ready plan itself. SQLITE_CONSTRAINT:
 ** a required argument is constrained but not usable in this join order.
 */
-int rmq_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready);
+int rmqx_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready);
 /* xFilter: the "missing argument" error of a plan that is not ready, else SQLITE_OK. */
-int rmq_tvf_check_args(sqlite3_vtab *vt, int idx);
+int rmqx_tvf_check_args(sqlite3_vtab *vt, int idx);
 /* xFilter: narrow *lo and *hi (the caller's defaults) to the range bounds in argv. */
-void rmq_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi);
+void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi);
 
 /*
-** The store a cursor reads, from its dir argument. rmq_tvf_dir_open keeps
+** The store a cursor reads, from its dir argument. rmqx_tvf_dir_open keeps
 ** the store of the previous xFilter when dir is the same; the caller
 ** releases what it holds of that store first. A table that reads all it
-** needs in xFilter may rmq_reader_close(&d->reader) at once and keep dir
+** needs in xFilter may rmqx_reader_close(&d->reader) at once and keep dir
 ** for its dir column: the next xFilter opens the store again.
 */
-typedef struct rmq_tvf_dir {
-  rmq_reader reader; /* reader.store is NULL when none is open */
+typedef struct rmqx_tvf_dir {
+  rmqx_reader reader; /* reader.store is NULL when none is open */
   char *dir;         /* the directory of the last xFilter, or NULL */
-} rmq_tvf_dir;
+} rmqx_tvf_dir;
 
-int rmq_tvf_dir_open(rmq_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v);
-/* rmq_reader_wait_dispatched, its failure an error on vt. */
-int rmq_tvf_dir_wait_dispatched(rmq_tvf_dir *d, sqlite3_vtab *vt);
-void rmq_tvf_dir_close(rmq_tvf_dir *d);
+int rmqx_tvf_dir_open(rmqx_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v);
+/* rmqx_reader_wait_dispatched, its failure an error on vt. */
+int rmqx_tvf_dir_wait_dispatched(rmqx_tvf_dir *d, sqlite3_vtab *vt);
+void rmqx_tvf_dir_close(rmqx_tvf_dir *d);
 
 /*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING
 ** rocketmq(...) into a checked configuration; *dir is sqlite3_malloc'd.
 */
-int rmq_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
+int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
                    char **errmsg);
 
 /* json.c: properties as a JSON object of strings (sqlite3_free the result). */
-char *rmq_properties_json(const char *props, size_t len);
+char *rmqx_properties_json(const char *props, size_t len);
 /* One name/value pair of a JSON object given by the user; return SQLITE_OK or fail with *errmsg. */
-typedef int (*rmq_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
+typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
                                 size_t value_len, char **errmsg);
 /*
 ** Parse a JSON object whose values are strings, numbers or true/false
 ** (null skips the pair), calling cb for each pair in order.
 */
-int rmq_properties_from_json(const char *text, rmq_json_pair_cb cb, void *ctx, char **errmsg);
+int rmqx_properties_from_json(const char *text, rmqx_json_pair_cb cb, void *ctx, char **errmsg);
 /* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-bool rmq_utf8_valid(const uint8_t *s, size_t n);
+bool rmqx_utf8_valid(const uint8_t *s, size_t n);
 
 #endif

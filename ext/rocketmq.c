@@ -60,12 +60,12 @@ __attribute__((visibility("default"))) int sqlite3_rocketmq_init(
   int rc = sqlite3_create_function(db, "rocketmq_version", 0,
                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
                                    rmqVersionFunc, 0, 0);
-  if (rc == SQLITE_OK) rc = rmq_register_store_table(db);
-  if (rc == SQLITE_OK) rc = rmq_register_commitlog_table(db);
-  if (rc == SQLITE_OK) rc = rmq_register_consumequeue_table(db);
-  if (rc == SQLITE_OK) rc = rmq_register_index_table(db);
-  if (rc == SQLITE_OK) rc = rmq_register_queues_table(db);
-  if (rc == SQLITE_OK) rc = rmq_register_stats_table(db);
-  if (rc == SQLITE_OK) rc = rmq_register_functions(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_store_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_commitlog_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_consumequeue_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_index_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_queues_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_stats_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_functions(db);
   return rc;
 }

@@ -8,21 +8,20 @@
 ** that each file only has to say what is its own (its columns, its plans,
 ** its walk), this file holds, once:
 **
-**    xConnect/xDisconnect   declare the schema of the table's rmq_tvf and
+**    xConnect/xDisconnect   declare the schema of the table's rmqx_tvf and
 **                           make the table SQLITE_VTAB_DIRECTONLY (a view or
 **                           trigger must not reach files with it)
-**    rmq_tvf_error          an error on the table, named after it
-**    rmq_tvf_cursor_new     a zeroed cursor for xOpen
-**    rmq_tvf_best_index     the argument columns (and an optional INTEGER
+**    rmqx_tvf_cursor_new    a zeroed cursor for xOpen
+**    rmqx_tvf_best_index    the argument columns (and an optional INTEGER
 **                           range) of xBestIndex, passed to xFilter in a
 **                           fixed argv order
-**    rmq_tvf_check_args     the "missing argument" error of xFilter
-**    rmq_tvf_range          the bounds of that range, in xFilter
-**    rmq_tvf_dir_*          the store a cursor reads, kept from one xFilter
+**    rmqx_tvf_check_args    the "missing argument" error of xFilter
+**    rmqx_tvf_range         the bounds of that range, in xFilter
+**    rmqx_tvf_dir_*         the store a cursor reads, kept from one xFilter
 **                           to the next on the same directory
+** Their errors start with the table's name.
 */
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "rmq_ext.h"
@@ -33,24 +32,24 @@ enum { RANGE_EQ, RANGE_GE, RANGE_GT, RANGE_LE, RANGE_LT, RANGE_NBITS };
 /* The vtab of every companion table: it remembers the table's description. */
 typedef struct tvf_vtab {
   sqlite3_vtab base;
-  const rmq_tvf *tvf;
+  const rmqx_tvf *tvf;
 } tvf_vtab;
 
-static const rmq_tvf *tvf_of(sqlite3_vtab *vt) { return ((tvf_vtab *)vt)->tvf; }
+static const rmqx_tvf *tvf_of(sqlite3_vtab *vt) { return ((tvf_vtab *)vt)->tvf; }
 
 /* ------------------------------------------------------------ the table */
 
-int rmq_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmq_tvf *t) {
+int rmqx_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmqx_tvf *t) {
   /* The description reaches xConnect as the module's client data. */
   return sqlite3_create_module(db, t->name, m, (void *)t);
 }
 
-int rmq_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+int rmqx_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                     sqlite3_vtab **out, char **errmsg) {
   (void)argc;
   (void)argv;
   (void)errmsg;
-  const rmq_tvf *t = aux;
+  const rmqx_tvf *t = aux;
   int rc = sqlite3_declare_vtab(db, t->schema);
   if (rc != SQLITE_OK) return rc;
   sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
@@ -62,23 +61,12 @@ int rmq_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
   return SQLITE_OK;
 }
 
-int rmq_tvf_disconnect(sqlite3_vtab *vt) {
+int rmqx_tvf_disconnect(sqlite3_vtab *vt) {
   sqlite3_free(vt);
   return SQLITE_OK;
 }
 
-int rmq_tvf_error(sqlite3_vtab *vt, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *msg = sqlite3_vmprintf(fmt, ap);
-  va_end(ap);
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = msg ? sqlite3_mprintf("%s: %s", tvf_of(vt)->name, msg) : NULL;
-  sqlite3_free(msg);
-  return vt->zErrMsg ? SQLITE_ERROR : SQLITE_NOMEM;
-}
-
-void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
+void *rmqx_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
   sqlite3_vtab_cursor *c = sqlite3_malloc64(size);
   if (c == NULL) return NULL;
   memset(c, 0, size);
@@ -89,7 +77,7 @@ void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
 /* ------------------------------------------------------------ plans */
 
 /* Bits of the arguments that must be given. */
-static int required_bits(const rmq_tvf *t) { return (1 << t->n_required) - 1; }
+static int required_bits(const rmqx_tvf *t) { return (1 << t->n_required) - 1; }
 
 /* The range bit of a constraint's operator, or -1 for one the range does not use. */
 static int range_bit(unsigned char op) {
@@ -117,7 +105,7 @@ static void prune_range(int *range) {
 ** constraint of each argument and range operator; return the bits of the
 ** arguments that have an = constraint, usable or not.
 */
-static int pick_slots(const rmq_tvf *t, const sqlite3_index_info *info, int *slot) {
+static int pick_slots(const rmqx_tvf *t, const sqlite3_index_info *info, int *slot) {
   int constrained = 0;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
@@ -136,22 +124,22 @@ static int pick_slots(const rmq_tvf *t, const sqlite3_index_info *info, int *slo
 }
 
 /* Pass the picked constraints to xFilter in idxNum bit order; return idxNum. */
-static int use_slots(const rmq_tvf *t, sqlite3_index_info *info, const int *slot, int nbits) {
+static int use_slots(const rmqx_tvf *t, sqlite3_index_info *info, const int *slot, int nbits) {
   int idx = 0, argc = 0;
   for (int b = 0; b < nbits; b++) {
     if (slot[b] < 0) continue;
     idx |= 1 << b;
     info->aConstraintUsage[slot[b]].argvIndex = ++argc;
-    /* SQLite still checks the bounds: rmq_tvf_range rounds a REAL one outward. */
+    /* SQLite still checks the bounds: rmqx_tvf_range rounds a REAL one outward. */
     info->aConstraintUsage[slot[b]].omit = b < t->n_args;
   }
   return idx;
 }
 
-int rmq_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready) {
-  const rmq_tvf *t = tvf_of(vt);
-  int slot[RMQ_TVF_MAX_ARGS + RANGE_NBITS];
-  for (int b = 0; b < RMQ_TVF_MAX_ARGS + RANGE_NBITS; b++) slot[b] = -1;
+int rmqx_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready) {
+  const rmqx_tvf *t = tvf_of(vt);
+  int slot[RMQX_TVF_MAX_ARGS + RANGE_NBITS];
+  for (int b = 0; b < RMQX_TVF_MAX_ARGS + RANGE_NBITS; b++) slot[b] = -1;
   int constrained = pick_slots(t, info, slot);
   int have = 0;
   for (int b = 0; b < t->n_args; b++) have |= slot[b] >= 0 ? 1 << b : 0;
@@ -178,11 +166,12 @@ int rmq_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready) 
   return SQLITE_OK;
 }
 
-int rmq_tvf_check_args(sqlite3_vtab *vt, int idx) {
-  const rmq_tvf *t = tvf_of(vt);
+int rmqx_tvf_check_args(sqlite3_vtab *vt, int idx) {
+  const rmqx_tvf *t = tvf_of(vt);
   for (int b = 0; b < t->n_required; b++) {
     if (!(idx & (1 << b))) {
-      return rmq_tvf_error(vt, "missing argument %s; use %s", t->arg_names[b], t->usage);
+      return rmqx_vtab_error(vt, "%s: missing argument %s; use %s", t->name, t->arg_names[b],
+                             t->usage);
     }
   }
   return SQLITE_OK;
@@ -206,7 +195,7 @@ static bool bound(sqlite3_value *v, bool lower, int64_t *out) {
   }
 }
 
-void rmq_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi) {
+void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi) {
   int n_args = tvf_of(vt)->n_args;
   int a = 0;
   for (int b = 0; b < n_args; b++) a += (idx >> b) & 1;
@@ -219,31 +208,31 @@ void rmq_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo,
 
 /* ------------------------------------------------------------ the store read */
 
-int rmq_tvf_dir_open(rmq_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v) {
+int rmqx_tvf_dir_open(rmqx_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v) {
   const char *dir = (const char *)sqlite3_value_text(v);
-  if (dir == NULL) return rmq_tvf_error(vt, "the store directory is NULL");
+  if (dir == NULL) return rmqx_vtab_error(vt, "%s: the store directory is NULL", tvf_of(vt)->name);
   /* Opening a store read-only reads its files: do it once per cursor and directory. */
   if (d->reader.store && d->dir && strcmp(d->dir, dir) == 0) return SQLITE_OK;
-  rmq_tvf_dir_close(d);
+  rmqx_tvf_dir_close(d);
   char *msg = NULL;
-  if (rmq_reader_open(dir, &d->reader, &msg) != SQLITE_OK) {
-    int rc = rmq_tvf_error(vt, "%s", msg);
+  if (rmqx_reader_open(dir, &d->reader, &msg) != SQLITE_OK) {
+    int rc = rmqx_vtab_error(vt, "%s: %s", tvf_of(vt)->name, msg);
     sqlite3_free(msg);
     return rc;
   }
   return (d->dir = sqlite3_mprintf("%s", dir)) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
-int rmq_tvf_dir_wait_dispatched(rmq_tvf_dir *d, sqlite3_vtab *vt) {
+int rmqx_tvf_dir_wait_dispatched(rmqx_tvf_dir *d, sqlite3_vtab *vt) {
   char *msg = NULL;
-  if (rmq_reader_wait_dispatched(&d->reader, &msg) == SQLITE_OK) return SQLITE_OK;
-  int rc = rmq_tvf_error(vt, "%s", msg);
+  if (rmqx_reader_wait_dispatched(&d->reader, &msg) == SQLITE_OK) return SQLITE_OK;
+  int rc = rmqx_vtab_error(vt, "%s: %s", tvf_of(vt)->name, msg);
   sqlite3_free(msg);
   return rc;
 }
 
-void rmq_tvf_dir_close(rmq_tvf_dir *d) {
-  rmq_reader_close(&d->reader);
+void rmqx_tvf_dir_close(rmqx_tvf_dir *d) {
+  rmqx_reader_close(&d->reader);
   sqlite3_free(d->dir);
   d->dir = NULL;
 }

@@ -103,13 +103,13 @@ enum {
   COL_PREPARED_TX_OFFSET, COL_BODY_LENGTH, COL_PROPERTIES, COL_MSG_ID, COL_DIR
 };
 
-/* idxNum bits that pricing looks at (rmq_tvf_best_index sets them all). */
+/* idxNum bits that pricing looks at (rmqx_tvf_best_index sets them all). */
 #define CL_DIR 0x01
 #define CL_EQ 0x02
 
 typedef struct cl_cursor {
   sqlite3_vtab_cursor base;
-  rmq_tvf_dir src;         /* the store read */
+  rmqx_tvf_dir src;         /* the store read */
   rmq_commitlog_iter it;   /* holds the segment of the current row */
   bool eof;
   rmq_commitlog_record rec;/* the current row */
@@ -121,11 +121,11 @@ typedef struct cl_cursor {
 
 static int cl_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   bool ready;
-  int rc = rmq_tvf_best_index(vt, info, &ready);
+  int rc = rmqx_tvf_best_index(vt, info, &ready);
   if (rc != SQLITE_OK) return rc;
   int idx = info->idxNum;
   info->estimatedRows = idx & CL_EQ ? 1 : idx != CL_DIR ? 1000 : 100000;
-  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  if (!ready) return SQLITE_OK; /* priced out by rmqx_tvf_best_index */
   info->idxStr = idx == CL_DIR ? "scan" : "offset range";
   info->estimatedCost = idx & CL_EQ ? 100 : idx != CL_DIR ? 10000 : 1000000;
   return SQLITE_OK;
@@ -176,7 +176,7 @@ static const char *row_reason(cl_cursor *c) {
 
 static int cl_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  cl_cursor *c = rmq_tvf_cursor_new(sizeof *c, out);
+  cl_cursor *c = rmqx_tvf_cursor_new(sizeof *c, out);
   if (c == NULL) return SQLITE_NOMEM;
   c->crc_ok = -1;
   return SQLITE_OK;
@@ -186,7 +186,7 @@ static int cl_close(sqlite3_vtab_cursor *cur) {
   cl_cursor *c = (cl_cursor *)cur;
   clear_row(c);
   rmq_commitlog_iter_stop(&c->it);
-  rmq_tvf_dir_close(&c->src);
+  rmqx_tvf_dir_close(&c->src);
   sqlite3_free(c);
   return SQLITE_OK;
 }
@@ -196,16 +196,16 @@ static int cl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)idx_str;
   (void)argc;
   cl_cursor *c = (cl_cursor *)cur;
-  int rc = rmq_tvf_check_args(cur->pVtab, idx);
+  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
   if (rc != SQLITE_OK) return rc;
   /* Let go of the segment before the store it belongs to may be closed. */
   rmq_commitlog_iter_stop(&c->it);
   c->eof = true;
-  rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
   if (rc != SQLITE_OK) return rc;
   rmq_store *s = c->src.reader.store;
   int64_t lo = INT64_MIN, hi = INT64_MAX;
-  rmq_tvf_range(cur->pVtab, idx, argv, &lo, &hi);
+  rmqx_tvf_range(cur->pVtab, idx, argv, &lo, &hi);
   /* Without a writer in this process, each segment is read to its end. */
   unsigned flags = rmq_store_config(s)->readonly ? RMQ_CL_ITER_WHOLE_SEGMENTS : 0;
   rmq_commitlog_iter_start(&c->it, s, lo, hi == INT64_MAX ? hi : hi + 1, INT64_MIN, flags);
@@ -253,7 +253,7 @@ static void header_column(cl_cursor *c, sqlite3_context *ctx, int col) {
     case COL_BODY_LENGTH: sqlite3_result_int(ctx, m->body_len); break;
     case COL_PROPERTIES:
       if (m->properties) {
-        char *json = rmq_properties_json(m->properties, (size_t)m->properties_len);
+        char *json = rmqx_properties_json(m->properties, (size_t)m->properties_len);
         if (json == NULL) {
           sqlite3_result_error_nomem(ctx);
         } else {
@@ -303,9 +303,9 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module cl_module = {
     .iVersion = 0,
-    .xConnect = rmq_tvf_connect,
+    .xConnect = rmqx_tvf_connect,
     .xBestIndex = cl_best_index,
-    .xDisconnect = rmq_tvf_disconnect,
+    .xDisconnect = rmqx_tvf_disconnect,
     .xOpen = cl_open,
     .xClose = cl_close,
     .xFilter = cl_filter,
@@ -317,7 +317,7 @@ static sqlite3_module cl_module = {
 
 static const char *const cl_args[] = {"dir"};
 
-static const rmq_tvf cl_tvf = {
+static const rmqx_tvf cl_tvf = {
     .name = "rocketmq_commitlog",
     .schema = CL_SCHEMA,
     .arg_col = COL_DIR,
@@ -329,6 +329,6 @@ static const rmq_tvf cl_tvf = {
     .range_col = COL_OFFSET,
 };
 
-int rmq_register_commitlog_table(sqlite3 *db) {
-  return rmq_tvf_register(db, &cl_module, &cl_tvf);
+int rmqx_register_commitlog_table(sqlite3 *db) {
+  return rmqx_tvf_register(db, &cl_module, &cl_tvf);
 }

@@ -49,13 +49,14 @@
 
 #include "rmq_ext.h"
 
+#define CQ_NAME "rocketmq_consumequeue"
 #define CQ_SCHEMA                                                                       \
   "CREATE TABLE x(cq_offset INTEGER, commitlog_offset INTEGER, size INTEGER,"           \
   " tags_code INTEGER, dir HIDDEN, topic HIDDEN, queue_id HIDDEN)"
 
 enum { COL_CQ_OFFSET, COL_COMMITLOG_OFFSET, COL_SIZE, COL_TAGS_CODE, COL_DIR, COL_TOPIC, COL_QID };
 
-/* idxNum bits that pricing looks at (rmq_tvf_best_index sets them all). */
+/* idxNum bits that pricing looks at (rmqx_tvf_best_index sets them all). */
 #define CQ_DIR 0x01
 #define CQ_TOPIC 0x02
 #define CQ_QID 0x04
@@ -64,7 +65,7 @@ enum { COL_CQ_OFFSET, COL_COMMITLOG_OFFSET, COL_SIZE, COL_TAGS_CODE, COL_DIR, CO
 
 typedef struct cq_cursor {
   sqlite3_vtab_cursor base;
-  rmq_tvf_dir src;    /* the store read */
+  rmqx_tvf_dir src;    /* the store read */
   char *topic;
   int32_t queue_id;
   rmq_cq_iter it;
@@ -79,11 +80,11 @@ typedef struct cq_cursor {
 
 static int cq_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   bool ready;
-  int rc = rmq_tvf_best_index(vt, info, &ready);
+  int rc = rmqx_tvf_best_index(vt, info, &ready);
   if (rc != SQLITE_OK) return rc;
   int idx = info->idxNum;
   info->estimatedRows = idx & CQ_EQ ? 1 : idx != CQ_ARGS ? 100 : 10000;
-  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  if (!ready) return SQLITE_OK; /* priced out by rmqx_tvf_best_index */
   info->idxStr = idx == CQ_ARGS ? "queue" : "queue range";
   info->estimatedCost = idx & CQ_EQ ? 10 : idx != CQ_ARGS ? 1000 : 100000;
   return SQLITE_OK;
@@ -93,7 +94,7 @@ static int cq_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 
 static int cq_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  cq_cursor *c = rmq_tvf_cursor_new(sizeof *c, out);
+  cq_cursor *c = rmqx_tvf_cursor_new(sizeof *c, out);
   if (c == NULL) return SQLITE_NOMEM;
   c->eof = true;
   return SQLITE_OK;
@@ -107,7 +108,7 @@ static void stop_iter(cq_cursor *c) {
 static int cq_close(sqlite3_vtab_cursor *cur) {
   cq_cursor *c = (cq_cursor *)cur;
   stop_iter(c);
-  rmq_tvf_dir_close(&c->src);
+  rmqx_tvf_dir_close(&c->src);
   sqlite3_free(c->topic);
   sqlite3_free(c);
   return SQLITE_OK;
@@ -118,21 +119,22 @@ static int find_queue(cq_cursor *c, sqlite3_value *topic_v, sqlite3_value *qid_v
                       rmq_consume_queue **out) {
   sqlite3_vtab *vt = c->base.pVtab;
   const char *topic = (const char *)sqlite3_value_text(topic_v);
-  if (topic == NULL) return rmq_tvf_error(vt, "the topic is NULL");
+  if (topic == NULL) return rmqx_vtab_error(vt, CQ_NAME ": the topic is NULL");
   if (!rmq_topic_valid(topic, strlen(topic))) {
-    return rmq_tvf_error(vt, "invalid topic \"%s\": a topic is 1 to %d characters of "
-                             "[A-Za-z0-9_%%|-]", topic, RMQ_MAX_TOPIC_LEN);
+    return rmqx_vtab_error(vt, CQ_NAME ": invalid topic \"%s\": a topic is 1 to %d characters "
+                           "of [A-Za-z0-9_%%|-]", topic, RMQ_MAX_TOPIC_LEN);
   }
   sqlite3_int64 qid = sqlite3_value_int64(qid_v);
   if (sqlite3_value_numeric_type(qid_v) != SQLITE_INTEGER || qid < 0 || qid > INT32_MAX) {
-    return rmq_tvf_error(vt, "queue_id must be an integer from 0 to %d", INT32_MAX);
+    return rmqx_vtab_error(vt, CQ_NAME ": queue_id must be an integer from 0 to %d", INT32_MAX);
   }
   sqlite3_free(c->topic);
   if ((c->topic = sqlite3_mprintf("%s", topic)) == NULL) return SQLITE_NOMEM;
   c->queue_id = (int32_t)qid;
   *out = rmq_store_find_queue(c->src.reader.store, topic, c->queue_id);
   if (*out == NULL) {
-    return rmq_tvf_error(vt, "no consume queue %s/%d in %s", topic, (int)c->queue_id, c->src.dir);
+    return rmqx_vtab_error(vt, CQ_NAME ": no consume queue %s/%d in %s", topic, (int)c->queue_id,
+                           c->src.dir);
   }
   return SQLITE_OK;
 }
@@ -151,14 +153,14 @@ static int cq_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   stop_iter(c);
   c->eof = true;
   rmq_consume_queue *cq;
-  int rc = rmq_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
-  if (rc == SQLITE_OK) rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
+  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
   if (rc == SQLITE_OK) rc = find_queue(c, argv[1], argv[2], &cq);
   if (rc != SQLITE_OK) return rc;
   int64_t lo = 0;
   c->hi = INT64_MAX;
-  rmq_tvf_range(cur->pVtab, idx, argv, &lo, &c->hi);
+  rmqx_tvf_range(cur->pVtab, idx, argv, &lo, &c->hi);
   rmq_cq_iter_start(&c->it, cq, lo);
   c->iterating = true;
   next_entry(c);
@@ -193,9 +195,9 @@ static int cq_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module cq_module = {
     .iVersion = 0,
-    .xConnect = rmq_tvf_connect,
+    .xConnect = rmqx_tvf_connect,
     .xBestIndex = cq_best_index,
-    .xDisconnect = rmq_tvf_disconnect,
+    .xDisconnect = rmqx_tvf_disconnect,
     .xOpen = cq_open,
     .xClose = cq_close,
     .xFilter = cq_filter,
@@ -207,8 +209,8 @@ static sqlite3_module cq_module = {
 
 static const char *const cq_args[] = {"dir", "topic", "queue_id"};
 
-static const rmq_tvf cq_tvf = {
-    .name = "rocketmq_consumequeue",
+static const rmqx_tvf cq_tvf = {
+    .name = CQ_NAME,
     .schema = CQ_SCHEMA,
     .arg_col = COL_DIR,
     .n_args = 3,
@@ -219,6 +221,6 @@ static const rmq_tvf cq_tvf = {
     .range_col = COL_CQ_OFFSET,
 };
 
-int rmq_register_consumequeue_table(sqlite3 *db) {
-  return rmq_tvf_register(db, &cq_module, &cq_tvf);
+int rmqx_register_consumequeue_table(sqlite3 *db) {
+  return rmqx_tvf_register(db, &cq_module, &cq_tvf);
 }

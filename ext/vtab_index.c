@@ -54,6 +54,7 @@
 
 #include "rmq_ext.h"
 
+#define IX_NAME "rocketmq_index"
 #define IX_SCHEMA                                                                          \
   "CREATE TABLE x(file TEXT, entry INTEGER, key_hash INTEGER, commitlog_offset INTEGER,"   \
   " time_diff INTEGER, prev_entry INTEGER, dir HIDDEN, key HIDDEN)"
@@ -66,7 +67,7 @@ enum { COL_FILE, COL_ENTRY, COL_KEY_HASH, COL_COMMITLOG_OFFSET, COL_TIME_DIFF, C
 
 typedef struct ix_cursor {
   sqlite3_vtab_cursor base;
-  rmq_tvf_dir src;       /* the store read */
+  rmqx_tvf_dir src;       /* the store read */
   rmq_store *store;
   char *key;             /* the key argument, or NULL for every item */
   int32_t hash;          /* its hash */
@@ -81,11 +82,11 @@ typedef struct ix_cursor {
 
 static int ix_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   bool ready;
-  int rc = rmq_tvf_best_index(vt, info, &ready);
+  int rc = rmqx_tvf_best_index(vt, info, &ready);
   if (rc != SQLITE_OK) return rc;
   int idx = info->idxNum;
   info->estimatedRows = idx & IX_KEY ? 4 : 100000;
-  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  if (!ready) return SQLITE_OK; /* priced out by rmqx_tvf_best_index */
   info->idxStr = idx & IX_KEY ? "key chain" : "all items";
   info->estimatedCost = idx & IX_KEY ? 100 : 1000000;
   return SQLITE_OK;
@@ -128,13 +129,13 @@ static void seek(ix_cursor *c, int32_t k) {
 
 static int ix_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  return rmq_tvf_cursor_new(sizeof(ix_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
+  return rmqx_tvf_cursor_new(sizeof(ix_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static int ix_close(sqlite3_vtab_cursor *cur) {
   ix_cursor *c = (ix_cursor *)cur;
   rmq_index_view_release(&c->view);
-  rmq_tvf_dir_close(&c->src);
+  rmqx_tvf_dir_close(&c->src);
   sqlite3_free(c->key);
   sqlite3_free(c);
   return SQLITE_OK;
@@ -147,7 +148,8 @@ static int set_key(ix_cursor *c, sqlite3_value *v, bool *none) {
   if (key == NULL) return SQLITE_OK;
   const char *hash_sign = strchr(key, '#');
   if (hash_sign == NULL) {
-    return rmq_tvf_error(c->base.pVtab, "key \"%s\" is not an index key 'topic#key'", key);
+    return rmqx_vtab_error(c->base.pVtab, IX_NAME ": key \"%s\" is not an index key 'topic#key'",
+                           key);
   }
   size_t topic_len = (size_t)(hash_sign - key);
   c->hash = rmq_index_key_hash(key, topic_len, hash_sign + 1, strlen(hash_sign + 1));
@@ -165,9 +167,9 @@ static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   c->key = NULL;
   c->rowid = 0;
   bool none = false;
-  int rc = rmq_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
-  if (rc == SQLITE_OK) rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
+  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
   if (rc == SQLITE_OK && (idx & IX_KEY)) rc = set_key(c, argv[1], &none);
   if (rc != SQLITE_OK || none) return rc;
   c->store = c->src.reader.store;
@@ -209,9 +211,9 @@ static int ix_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module ix_module = {
     .iVersion = 0,
-    .xConnect = rmq_tvf_connect,
+    .xConnect = rmqx_tvf_connect,
     .xBestIndex = ix_best_index,
-    .xDisconnect = rmq_tvf_disconnect,
+    .xDisconnect = rmqx_tvf_disconnect,
     .xOpen = ix_open,
     .xClose = ix_close,
     .xFilter = ix_filter,
@@ -224,8 +226,8 @@ static sqlite3_module ix_module = {
 static const char *const ix_args[] = {"dir", "key"};
 
 /* key is optional: it only narrows the walk. */
-static const rmq_tvf ix_tvf = {
-    .name = "rocketmq_index",
+static const rmqx_tvf ix_tvf = {
+    .name = IX_NAME,
     .schema = IX_SCHEMA,
     .arg_col = COL_DIR,
     .n_args = 2,
@@ -236,6 +238,6 @@ static const rmq_tvf ix_tvf = {
     .range_col = -1,
 };
 
-int rmq_register_index_table(sqlite3 *db) {
-  return rmq_tvf_register(db, &ix_module, &ix_tvf);
+int rmqx_register_index_table(sqlite3 *db) {
+  return rmqx_tvf_register(db, &ix_module, &ix_tvf);
 }

@@ -50,7 +50,7 @@ typedef struct qs_row {
 
 typedef struct qs_cursor {
   sqlite3_vtab_cursor base;
-  rmq_tvf_dir src;  /* dir, its store open only during xFilter */
+  rmqx_tvf_dir src;  /* dir, its store open only during xFilter */
   qs_row *rows;
   int n, i;
 } qs_cursor;
@@ -59,10 +59,10 @@ typedef struct qs_cursor {
 
 static int qs_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   bool ready;
-  int rc = rmq_tvf_best_index(vt, info, &ready);
+  int rc = rmqx_tvf_best_index(vt, info, &ready);
   if (rc != SQLITE_OK) return rc;
   info->estimatedRows = 100;
-  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  if (!ready) return SQLITE_OK; /* priced out by rmqx_tvf_best_index */
   info->idxStr = "queues";
   info->estimatedCost = 1000;
   return SQLITE_OK;
@@ -72,13 +72,13 @@ static int qs_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 
 static int qs_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  return rmq_tvf_cursor_new(sizeof(qs_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
+  return rmqx_tvf_cursor_new(sizeof(qs_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static void clear_rows(qs_cursor *c) {
   for (int i = 0; i < c->n; i++) sqlite3_free(c->rows[i].topic);
   sqlite3_free(c->rows);
-  rmq_tvf_dir_close(&c->src);
+  rmqx_tvf_dir_close(&c->src);
   c->rows = NULL;
   c->n = c->i = 0;
 }
@@ -124,13 +124,13 @@ static int qs_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   qs_cursor *c = (qs_cursor *)cur;
   clear_rows(c);
-  int rc = rmq_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
   if (rc != SQLITE_OK) return rc;
-  rc = rmq_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
+  rc = rmqx_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
   if (rc == SQLITE_OK) rc = snapshot(c, c->src.reader.store);
   /* The rows are a snapshot: the store need not stay open. */
-  rmq_reader_close(&c->src.reader);
+  rmqx_reader_close(&c->src.reader);
   return rc;
 }
 
@@ -165,9 +165,9 @@ static int qs_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module qs_module = {
     .iVersion = 0,
-    .xConnect = rmq_tvf_connect,
+    .xConnect = rmqx_tvf_connect,
     .xBestIndex = qs_best_index,
-    .xDisconnect = rmq_tvf_disconnect,
+    .xDisconnect = rmqx_tvf_disconnect,
     .xOpen = qs_open,
     .xClose = qs_close,
     .xFilter = qs_filter,
@@ -179,7 +179,7 @@ static sqlite3_module qs_module = {
 
 static const char *const qs_args[] = {"dir"};
 
-static const rmq_tvf qs_tvf = {
+static const rmqx_tvf qs_tvf = {
     .name = "rocketmq_queues",
     .schema = QS_SCHEMA,
     .arg_col = COL_DIR,
@@ -191,6 +191,6 @@ static const rmq_tvf qs_tvf = {
     .range_col = -1,
 };
 
-int rmq_register_queues_table(sqlite3 *db) {
-  return rmq_tvf_register(db, &qs_module, &qs_tvf);
+int rmqx_register_queues_table(sqlite3 *db) {
+  return rmqx_tvf_register(db, &qs_module, &qs_tvf);
 }

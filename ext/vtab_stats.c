@@ -74,7 +74,7 @@ typedef struct st_row {
 
 typedef struct st_cursor {
   sqlite3_vtab_cursor base;
-  rmq_tvf_dir src;  /* dir, its store open only during xFilter */
+  rmqx_tvf_dir src;  /* dir, its store open only during xFilter */
   st_row rows[MAX_ROWS];
   int n, i;
 } st_cursor;
@@ -83,10 +83,10 @@ typedef struct st_cursor {
 
 static int st_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   bool ready;
-  int rc = rmq_tvf_best_index(vt, info, &ready);
+  int rc = rmqx_tvf_best_index(vt, info, &ready);
   if (rc != SQLITE_OK) return rc;
   info->estimatedRows = MAX_ROWS;
-  if (!ready) return SQLITE_OK; /* priced out by rmq_tvf_best_index */
+  if (!ready) return SQLITE_OK; /* priced out by rmqx_tvf_best_index */
   info->idxStr = "stats";
   info->estimatedCost = 1000;
   return SQLITE_OK;
@@ -110,7 +110,7 @@ static bool add_text(st_cursor *c, const char *name, const char *text) {
   return true;
 }
 
-static int compute_rows(st_cursor *c, rmq_reader *r) {
+static int compute_rows(st_cursor *c, rmqx_reader *r) {
   rmq_stats st;
   rmq_err err = {0};
   if (rmq_store_stats(r->store, &st, &err) != RMQ_OK) return SQLITE_NOMEM;
@@ -144,12 +144,12 @@ static int compute_rows(st_cursor *c, rmq_reader *r) {
 
 static int st_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   (void)vt;
-  return rmq_tvf_cursor_new(sizeof(st_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
+  return rmqx_tvf_cursor_new(sizeof(st_cursor), out) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static void clear_rows(st_cursor *c) {
   for (int i = 0; i < c->n; i++) sqlite3_free(c->rows[i].text);
-  rmq_tvf_dir_close(&c->src);
+  rmqx_tvf_dir_close(&c->src);
   c->n = c->i = 0;
 }
 
@@ -166,12 +166,12 @@ static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   st_cursor *c = (st_cursor *)cur;
   clear_rows(c);
-  int rc = rmq_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmq_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
+  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
   if (rc != SQLITE_OK) return rc;
   rc = compute_rows(c, &c->src.reader);
   /* The rows are computed once: the store need not stay open. */
-  rmq_reader_close(&c->src.reader);
+  rmqx_reader_close(&c->src.reader);
   return rc;
 }
 
@@ -209,9 +209,9 @@ static int st_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
 
 static sqlite3_module st_module = {
     .iVersion = 0,
-    .xConnect = rmq_tvf_connect,
+    .xConnect = rmqx_tvf_connect,
     .xBestIndex = st_best_index,
-    .xDisconnect = rmq_tvf_disconnect,
+    .xDisconnect = rmqx_tvf_disconnect,
     .xOpen = st_open,
     .xClose = st_close,
     .xFilter = st_filter,
@@ -223,7 +223,7 @@ static sqlite3_module st_module = {
 
 static const char *const st_args[] = {"dir"};
 
-static const rmq_tvf st_tvf = {
+static const rmqx_tvf st_tvf = {
     .name = "rocketmq_stats",
     .schema = ST_SCHEMA,
     .arg_col = COL_DIR,
@@ -235,6 +235,6 @@ static const rmq_tvf st_tvf = {
     .range_col = -1,
 };
 
-int rmq_register_stats_table(sqlite3 *db) {
-  return rmq_tvf_register(db, &st_module, &st_tvf);
+int rmqx_register_stats_table(sqlite3 *db) {
+  return rmqx_tvf_register(db, &st_module, &st_tvf);
 }

@@ -155,7 +155,7 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
   if (rc == SQLITE_OK) {
     memset(vt, 0, sizeof *vt);
     vt->db = db;
-    rc = rmq_parse_args(argc - 3, argv + 3, &vt->cfg, &vt->dir, errmsg);
+    rc = rmqx_parse_args(argc - 3, argv + 3, &vt->cfg, &vt->dir, errmsg);
   }
   if (rc == SQLITE_OK) {
     vt->readonly = vt->cfg.readonly;
@@ -197,7 +197,7 @@ static int store_ready(store_vtab *vt) {
   if (vt->store) return SQLITE_OK;
   rmq_err err = {0};
   if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) == RMQ_OK) return SQLITE_OK;
-  return set_vtab_error(&vt->base, "%s", err.msg);
+  return rmqx_vtab_error(&vt->base, "%s", err.msg);
 }
 
 static arena_block *arena_block_new(store_vtab *vt, size_t n) {
@@ -504,10 +504,6 @@ static int store_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-static int cursor_error(store_cursor *c, const char *msg) {
-  return set_vtab_error(&c->vt->base, "%s", msg);
-}
-
 /* Load the record at offset into the cursor; false when no valid record is there. */
 static bool load_record(store_cursor *c, int64_t offset) {
   rmq_commitlog_ref_release(&c->ref);
@@ -528,11 +524,9 @@ static int walk_next(store_cursor *c) {
   while (rmq_commitlog_iter_next(&c->walk, &rec)) {
     if (rec.kind == RMQ_RECORD_BLANK) continue;
     if (rec.kind == RMQ_RECORD_DAMAGED) {
-      char *msg = sqlite3_mprintf("commit log offset %lld holds no valid record (%s): the store "
-                                  "is damaged; rocketmq_commitlog shows where",
-                                  (long long)rec.offset, rmq_decode_status_name(rec.status));
-      cursor_error(c, msg);
-      sqlite3_free(msg);
+      rmqx_vtab_error(&c->vt->base, "commit log offset %lld holds no valid record (%s): the "
+                      "store is damaged; rocketmq_commitlog shows where", (long long)rec.offset,
+                      rmq_decode_status_name(rec.status));
       return SQLITE_CORRUPT;
     }
     c->m = rec.m;
@@ -548,7 +542,9 @@ static int walk_next(store_cursor *c) {
 /* Wait for the dispatcher to cover everything appended before this query started. */
 static int wait_dispatched(store_cursor *c) {
   rmq_err err = {0};
-  if (rmq_store_wait_dispatched(c->vt->store, &err) != RMQ_OK) return cursor_error(c, err.msg);
+  if (rmq_store_wait_dispatched(c->vt->store, &err) != RMQ_OK) {
+    return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
+  }
   return SQLITE_OK;
 }
 
@@ -582,11 +578,9 @@ static int cq_next(store_cursor *c) {
       c->next_offset = c->it.offset;
       if (c->tags && e.tags_code != c->tags_code) continue;
       if (load_record(c, e.phy_offset)) return c->found = true, SQLITE_OK;
-      char *msg = sqlite3_mprintf("consume queue %s/%d entry %lld points at commit log offset "
-                                  "%lld, where no valid record is", c->topic, c->queue_id,
-                                  (long long)(c->it.offset - 1), (long long)e.phy_offset);
-      cursor_error(c, msg);
-      sqlite3_free(msg);
+      rmqx_vtab_error(&c->vt->base, "consume queue %s/%d entry %lld points at commit log offset "
+                      "%lld, where no valid record is", c->topic, c->queue_id,
+                      (long long)(c->it.offset - 1), (long long)e.phy_offset);
       return SQLITE_CORRUPT;
     }
     if (c->iterating) rmq_cq_iter_stop(&c->it);
@@ -617,7 +611,7 @@ static int key_filter(store_cursor *c, const char *topic, const char *key) {
   rmq_err err = {0};
   if (rmq_store_query_key(c->vt->store, topic, key, 0, INT64_MAX, KEY_QUERY_MAX, c->offsets,
                           &c->noffsets, &err) != RMQ_OK) {
-    return cursor_error(c, err.msg);
+    return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
   }
   return key_next(c);
 }
@@ -718,7 +712,7 @@ static int cq_filter(store_cursor *c, filter_args *a) {
     rmq_err err = {0};
     if (rmq_store_queue_offset_at_time(c->vt->store, c->topic, c->queue_id, ts.lo, &at, &err) !=
         RMQ_OK) {
-      return cursor_error(c, err.msg);
+      return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
     }
     if (at > q.lo) q.lo = at;
   }
@@ -860,12 +854,12 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
     case COL_KEYS: result_property(ctx, c, PROP_KEYS); break;
     case COL_BODY: sqlite3_result_blob(ctx, m->body, m->body_len, SQLITE_TRANSIENT); break;
     case COL_BODY_TEXT:
-      if (rmq_utf8_valid(m->body, (size_t)m->body_len)) {
+      if (rmqx_utf8_valid(m->body, (size_t)m->body_len)) {
         sqlite3_result_text(ctx, (const char *)m->body, m->body_len, SQLITE_TRANSIENT);
       }
       break;
     case COL_PROPERTIES:
-      sqlite3_result_text(ctx, rmq_properties_json(m->properties, (size_t)m->properties_len), -1,
+      sqlite3_result_text(ctx, rmqx_properties_json(m->properties, (size_t)m->properties_len), -1,
                           sqlite3_free);
       break;
     case COL_FLAG: sqlite3_result_int(ctx, m->flag); break;
@@ -1111,7 +1105,7 @@ static int add_uniq_key(row_builder *b, sqlite3_value *v) {
 
 static int build_properties(row_builder *b, sqlite3_value **cols) {
   const char *json = value_text(cols[COL_PROPERTIES]);
-  int rc = json ? rmq_properties_from_json(json, json_pair, b, b->errmsg) : SQLITE_OK;
+  int rc = json ? rmqx_properties_from_json(json, json_pair, b, b->errmsg) : SQLITE_OK;
   if (rc == SQLITE_ERROR) rc = SQLITE_CONSTRAINT;
   if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_TAGS], "tags", RMQ_PROPERTY_TAGS);
   if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_KEYS], "keys", RMQ_PROPERTY_KEYS);
@@ -1398,6 +1392,6 @@ static sqlite3_module store_module = {
     .xRollbackTo = store_rollback_to,
 };
 
-int rmq_register_store_table(sqlite3 *db) {
+int rmqx_register_store_table(sqlite3 *db) {
   return sqlite3_create_module_v2(db, "rocketmq", &store_module, 0, 0);
 }
