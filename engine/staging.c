@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -30,12 +29,6 @@ struct rmq_staging_pool {
   int64_t linger_ms;
   int64_t excess_given_ms; /* when a chunk was last added to excess */
 };
-
-static int64_t monotonic_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 rmq_staging_pool *rmq_staging_pool_new(int64_t linger_ms) {
   rmq_staging_pool *p = calloc(1, sizeof *p);
@@ -55,7 +48,7 @@ static void *pop_excess(rmq_staging_pool *p) {
 /* Unmap one excess chunk (only once they have lingered, unless forced); false if none. */
 static bool release_step(rmq_staging_pool *p, bool force) {
   pthread_mutex_lock(&p->mu);
-  bool due = p->excess && (force || monotonic_ms() - p->excess_given_ms >= p->linger_ms);
+  bool due = p->excess && (force || rmq_monotonic_ms() - p->excess_given_ms >= p->linger_ms);
   void *c = due ? pop_excess(p) : NULL;
   pthread_mutex_unlock(&p->mu);
   if (c) munmap(c, RMQ_STAGING_CHUNK);
@@ -111,7 +104,7 @@ bool rmq_staging_give(rmq_staging_pool *p, void *chunk) {
     wake = !p->excess;
     *(void **)chunk = p->excess;
     p->excess = chunk;
-    p->excess_given_ms = monotonic_ms();
+    p->excess_given_ms = rmq_monotonic_ms();
   }
   pthread_mutex_unlock(&p->mu);
   return wake;

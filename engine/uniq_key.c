@@ -83,22 +83,16 @@ static size_t local_ip(uint8_t ip[16]) {
   return found;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void uniq_prefix_init(void) {
   uint8_t bytes[22];
   size_t ip_len = local_ip(bytes);
   if (ip_len == 0) { /* UtilAll.createFakeIP: the low 4 bytes of the time */
-    rmq_put32(bytes, (int32_t)now_ms());
+    rmq_put32(bytes, (int32_t)rmq_now_ms());
     ip_len = 4;
   }
   uint32_t rnd;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-    rnd = (uint32_t)now_ms() ^ (uint32_t)getpid() << 16;
+    rnd = (uint32_t)rmq_now_ms() ^ (uint32_t)getpid() << 16;
   bytes[ip_len] = (uint8_t)(getpid() >> 8);
   bytes[ip_len + 1] = (uint8_t)getpid();
   rmq_put32(bytes + ip_len + 2, (int32_t)rnd);
@@ -130,7 +124,7 @@ static uint64_t month_of(int64_t ms) {
 }
 
 int rmq_uniq_key_next(rmq_uniq_key_gen *g, char out[RMQ_MSG_ID_MAX]) {
-  int64_t now = now_ms();
+  int64_t now = rmq_now_ms();
   uint64_t month = atomic_load_explicit(&g->month, memory_order_relaxed);
   int64_t start = (int64_t)(month >> 24) * 1000;
   if (now < start || now >= start + (int64_t)(month & 0xFFFFFF) * 1000) {
