@@ -36,13 +36,13 @@ int rmqx_register_functions(sqlite3 *db);          /* functions.c: rocketmq_flus
 /*
 ** A store to read, for the companion tables and functions that take a
 ** directory: the live store when this process has it open (shared through
-** the registry), otherwise the files opened read-only (no lock taken,
+** rmq_store_find), otherwise the files opened read-only (no lock taken,
 ** nothing written, sizes read off the files). On failure *errmsg is a
 ** sqlite3_malloc'd message for the user.
 */
 typedef struct rmqx_reader {
   rmq_store *store;
-  bool shared;  /* from the registry: release, do not close */
+  bool shared;  /* from rmq_store_find: release, do not close */
 } rmqx_reader;
 
 int rmqx_reader_open(const char *dir, rmqx_reader *r, char **errmsg);

@@ -12,7 +12,7 @@
 **
 ** Arguments (args.c): dir is required; the others have RocketMQ's defaults.
 ** Every table of every connection of the process that names the same
-** directory shares one engine (engine/registry.c), whose threads start with
+** directory shares one engine (rmq_store_acquire), whose threads start with
 ** the first and stop, after a final flush, with the last. DROP TABLE never
 ** deletes the store's files. CREATE fails when the store cannot be opened;
 ** a table of the schema whose store cannot be opened when it connects (say,
