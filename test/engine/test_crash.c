@@ -201,7 +201,9 @@ static int verify_queues(rmq_store *s) {
         }
         bool ok = m.total_size == e.size && m.queue_id == q && m.queue_offset == i &&
                   m.topic_len == (int)strlen(topic) && memcmp(m.topic, topic, strlen(topic)) == 0;
-        if (!ok && bad++ < 5) fprintf(stderr, "  %s/%d@%lld: wrong record\n", topic, q, (long long)i);
+        if (!ok && bad++ < 5) {
+          fprintf(stderr, "  %s/%d@%lld: wrong record\n", topic, q, (long long)i);
+        }
         rmq_commitlog_ref_release(&ref);
       }
     }
@@ -227,7 +229,9 @@ static int verify(const char *dir, const ack *acks, int from, int n, int64_t *en
     int len = make_body(body, acks[i].round, acks[i].thread, acks[i].seq);
     if (rmq_commitlog_read_message(rmq_store_commitlog(s), acks[i].offset, true, &ref, &m, &e) !=
         RMQ_OK) {
-      if (missing++ < 5) fprintf(stderr, "  missing ack at %lld: %s\n", (long long)acks[i].offset, e.msg);
+      if (missing++ < 5) {
+        fprintf(stderr, "  missing ack at %lld: %s\n", (long long)acks[i].offset, e.msg);
+      }
       continue;
     }
     if (m.total_size != acks[i].size || m.body_len != len || memcmp(m.body, body, (size_t)len)) {
