@@ -288,7 +288,7 @@ const char *rmq_store_recovery_report(rmq_store *s);
 
 /* ------------------------------------------------------------------ puts */
 
-/* What an append tells the producer (CommitLog.putMessage's AppendMessageResult). */
+/* What an append tells the producer (PutMessageResult / AppendMessageResult). */
 typedef struct rmq_put_result {
   int64_t physical_offset;
   int32_t size;
