@@ -1,0 +1,147 @@
+/*
+** test_api.c: the public API of rmq.h as the SQLite glue uses it: one
+** engine per directory (acquire, find, release), point reads and their
+** errors, queue listing and iteration, long polling, index views and stats.
+*/
+#include "check.h"
+#include "testutil.h"
+
+#define SEG 65536
+#define N 10
+
+static void test_registry(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *a, *b;
+  rmq_err err = {0};
+  CHECK(rmq_store_find(dir) == NULL);
+  CHECK_EQ_INT(rmq_store_acquire(dir, &cfg, &a, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_store_acquire(dir, &cfg, &b, &err), RMQ_OK);
+  CHECK(a == b);
+  CHECK(rmq_store_find(dir) == a);
+  rmq_config other = cfg;
+  other.max_message_size = 1024;
+  CHECK_EQ_INT(rmq_store_acquire(dir, &other, &b, &err), RMQ_EINVAL);
+  CHECK(strstr(err.msg, "with another max_message_size") != NULL);
+  for (int i = 0; i < 3; i++) rmq_store_release(a);
+  CHECK(rmq_store_find(dir) == NULL);
+}
+
+static void put_messages(rmq_store *s, rmq_put_result *r) {
+  tu_msg t;
+  rmq_err err = {0};
+  for (int i = 0; i < N; i++) {
+    char keys[32];
+    snprintf(keys, sizeof keys, "KEYS=k%d", i);
+    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Api", i % 2, "body", 4, keys), 1, &r[i],
+                               &err), RMQ_OK);
+  }
+  CHECK_EQ_INT(rmq_store_wait_dispatched(s, &err), RMQ_OK);
+}
+
+static void test_reads(rmq_store *s, const rmq_put_result *r) {
+  rmq_commitlog_ref ref = {0};
+  rmq_message m;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_read(s, r[3].physical_offset, &ref, &m, &err), RMQ_OK);
+  CHECK(m.topic_len == 3 && memcmp(m.topic, "Api", 3) == 0);
+  CHECK_EQ_INT(m.queue_offset, r[3].queue_offset);
+  rmq_commitlog_ref_release(&ref);
+  CHECK_EQ_INT(rmq_store_read(s, r[3].physical_offset + 1, &ref, &m, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "holds no valid record") != NULL);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_read(s, 1 << 30, &ref, &m, &err), RMQ_ENOTFOUND);
+  rmq_commitlog_ref_release(&ref);
+}
+
+static void test_queues(rmq_store *s, const rmq_put_result *r) {
+  rmq_queue_info *all;
+  int n;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_queues(s, &all, &n, &err), RMQ_OK);
+  CHECK_EQ_INT(n, 2);
+  for (int i = 0; i < n; i++) {
+    CHECK_EQ_STR(all[i].topic, "Api");
+    CHECK_EQ_INT(all[i].max_offset - all[i].min_offset, N / 2);
+    CHECK_EQ_INT(all[i].files, 1);
+  }
+  free(all);
+  rmq_consume_queue *cq = rmq_store_find_queue(s, "Api", 1);
+  CHECK(cq != NULL && rmq_store_find_queue(s, "Api", 2) == NULL);
+  rmq_cq_iter it;
+  rmq_cq_entry e;
+  int count = 0;
+  rmq_cq_iter_start(&it, cq, 1);
+  while (rmq_cq_iter_next(&it, &e)) {
+    int i = 2 * (int)(it.offset - 1) + 1;
+    CHECK_EQ_INT(e.phy_offset, r[i].physical_offset);
+    count++;
+  }
+  rmq_cq_iter_stop(&it);
+  CHECK_EQ_INT(count, N / 2 - 1);
+  /* Long polling: an entry that is there returns at once, one that is not waits it out. */
+  CHECK(rmq_store_wait_queue(s, "Api", 1, N / 2 - 1, rmq_monotonic_ms() + 10000));
+  int64_t t0 = rmq_monotonic_ms();
+  CHECK(!rmq_store_wait_queue(s, "Api", 1, N / 2, t0 + 50));
+  CHECK(rmq_monotonic_ms() - t0 >= 50);
+}
+
+static void test_index_view(rmq_store *s, const rmq_put_result *r) {
+  rmq_index_view v = {0};
+  rmq_index_item item;
+  CHECK(rmq_store_index_view(s, NULL, &v));
+  /* Each message is indexed by its UNIQ_KEY (none here) and its key. */
+  CHECK_EQ_INT(rmq_index_view_items_end(&v, false), N + 1);
+  int32_t k = rmq_index_view_slot(&v, rmq_index_key_hash("Api", 3, "k4", 2));
+  CHECK(k > 0 && rmq_index_view_item(&v, k, &item));
+  CHECK_EQ_INT(item.phy_offset, r[4].physical_offset);
+  char name[sizeof v.name];
+  snprintf(name, sizeof name, "%s", v.name);
+  rmq_index_view_release(&v);
+  CHECK(!rmq_store_index_view(s, name, &v));
+}
+
+static void test_stats(rmq_store *s) {
+  rmq_stats st;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_stats(s, &st, &err), RMQ_OK);
+  CHECK_EQ_INT(st.put_count, N);
+  CHECK_EQ_INT(st.consume_queues, 2);
+  CHECK_EQ_INT(st.consumequeue_files, 2);
+  CHECK_EQ_INT(st.commitlog_file_size, SEG);
+  CHECK_EQ_INT(st.dispatched_offset, st.committed_offset);
+  CHECK(st.file_bytes > 0 && st.recovery != NULL && !st.poisoned);
+  CHECK_EQ_STR(st.poison_reason, "");
+}
+
+static void test_store(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_acquire(dir, &cfg, &s, &err), RMQ_OK);
+  rmq_put_result r[N];
+  put_messages(s, r);
+  test_reads(s, r);
+  test_queues(s, r);
+  test_index_view(s, r);
+  test_stats(s);
+  rmq_store_release(s);
+  /* Files opened read-only: nothing arrives, nothing to wait for. */
+  cfg.readonly = true;
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_store_wait_dispatched(s, &err), RMQ_OK);
+  CHECK(!rmq_store_wait_queue(s, "Api", 1, N, rmq_monotonic_ms() + 10000));
+  rmq_store_close(s);
+}
+
+int main(void) {
+  char dir[64];
+  tu_tmpdir(dir, sizeof dir);
+  test_registry(dir);
+  tu_rmrf(dir);
+  tu_tmpdir(dir, sizeof dir);
+  test_store(dir);
+  tu_rmrf(dir);
+  return check_report();
+}
