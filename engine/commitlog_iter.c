@@ -1,13 +1,12 @@
 /*
-** commitlog_iter.c: the commit-log iterator (see commitlog_iter.h).
+** commitlog_iter.c: the commit-log iterator (the contract is in rmq.h).
 **
-** A record whose CRC or lengths are wrong but whose TOTALSIZE fits in the
-** segment is returned as damaged and the walk goes on after it, so an
-** invalid record in the middle of the log does not hide the ones after it.
-** Bytes that cannot be a record (an unknown magic code, an impossible
-** TOTALSIZE) are one damaged record up to the end of the segment. Zero
-** bytes end a segment's data: that is the end of the log when no later
-** segment holds records, and damage ("no end-of-file BLANK") when one does.
+** Next decodes the record at the position, classifies it (message, BLANK,
+** damaged with a reason) and remembers how to move past it: by its
+** TOTALSIZE, or to the next segment after a BLANK or bytes that cannot be
+** trusted. Telling a clean end (zeros) from damage looks at the rest of the
+** segment and at the first bytes of the later ones; a strict walk skips
+** that, since it stops at the first unsound record anyway.
 */
 #include "commitlog_iter.h"
 

@@ -437,7 +437,7 @@ typedef struct rmq_commitlog_record {
   char reason[192];         /* why a BLANK or damaged record is unsound, "" otherwise */
 } rmq_commitlog_record;
 
-/* Caller-allocated (zeroed or stopped before a first Start); the fields are private. */
+/* Caller-allocated; the fields are private. Stop is harmless on a zeroed iterator. */
 typedef struct rmq_commitlog_iter {
   struct rmq_commitlog *cl;
   struct rmq_mapped_file *mf; /* the held segment, NULL at the end */
@@ -457,6 +457,7 @@ typedef struct rmq_commitlog_iter {
 ** (not "at or before": many records share a millisecond, so the segment
 ** before one that starts at that time can end with records of it).
 ** flags: RMQ_CL_ITER_*. Cannot fail: an empty range or log returns nothing.
+** An iterator that still holds a segment is stopped before it starts again.
 */
 void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
                               int64_t min_store_time, unsigned flags);
