@@ -90,35 +90,11 @@ enum {
 
 /* ------------------------------------------------------------ the table */
 
-/*
-** Rows inserted inside a transaction wait for COMMIT as the records the
-** store will append (rmq_store_encode), end to end in an arena of the store's
-** staging chunks, whose pages its allocation thread maps in ahead
-** (staging.h). COMMIT appends the arena's blocks with one copy, the store
-** filling in offsets and store time (rmq_store_put_encoded). The arena is
-** emptied at COMMIT or ROLLBACK and cut back at ROLLBACK TO. Nothing is
-** allocated per row: the INSERT path is hot.
-*/
-typedef struct arena_block {
-  struct arena_block *next;
-  size_t used, cap;
-  uint8_t data[];
-} arena_block;
-
-/* Room in a block made of a staging chunk; a row larger than that gets a malloc'ed block. */
-#define STAGED_CAP (RMQ_STAGING_CHUNK - sizeof(arena_block))
-
-/* Where the arena ended when a savepoint was opened. */
-typedef struct arena_mark {
-  arena_block *block; /* the newest block then, NULL if none */
-  size_t used;
-  int npending;
-} arena_mark;
-
 typedef struct store_vtab {
   sqlite3_vtab base;
   sqlite3 *db;
   rmq_store *store;       /* NULL until opened when connecting could not (store_ready) */
+  rmq_batch *batch;       /* the open transaction's rows; NULL while store is */
   char *dir;
   rmq_config cfg;
   rmq_uniq_key_gen *uniq;
@@ -131,10 +107,6 @@ typedef struct store_vtab {
   char last_host_text[64];/* the born_host text parsed last, and its value */
   size_t last_host_len;
   rmq_host last_host;
-  int npending;           /* rows of the open transaction */
-  arena_block *arena;     /* their records; the newest block first */
-  arena_mark *savepoints; /* the arena at each open savepoint level */
-  int nsavepoints, savepoint_cap;
 } store_vtab;
 
 static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
@@ -148,7 +120,10 @@ static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
 ** connect (a table of the schema, used for the first time) that cannot open
 ** it, say because another process has it locked, still succeeds: the error
 ** then comes from every statement that uses the table (store_ready retries),
-** and DROP TABLE, which needs a connected table, still works.
+** and DROP TABLE, which needs a connected table, still works. The batch is
+** made with the store: a table just created takes part in the transaction
+** without an xBegin, and one that could not connect gets its xBegin before
+** anything else of a transaction.
 */
 static int store_init(sqlite3 *db, int argc, const char *const *argv, bool create,
                       sqlite3_vtab **out, char **errmsg) {
@@ -168,7 +143,8 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
       *errmsg = sqlite3_mprintf("%s", err.msg);
       rc = SQLITE_ERROR;
-    } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL) {
+    } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL ||
+               (vt->store && (vt->batch = rmq_batch_new(vt->store)) == NULL)) {
       rc = SQLITE_NOMEM;
     }
   }
@@ -176,6 +152,8 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     *out = &vt->base;
   } else if (vt) {
+    rmq_batch_free(vt->batch);
+    rmq_uniq_key_gen_free(vt->uniq);
     rmq_registry_release(vt->store);
     sqlite3_free(vt->dir);
     sqlite3_free(vt);
@@ -195,77 +173,19 @@ static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
   return store_init(db, argc, argv, false, out, errmsg);
 }
 
-/* The store open, or the error why it cannot be (see store_init). */
+/* The store open and its batch made, or the error why not (see store_init). */
 static int store_ready(store_vtab *vt) {
-  if (vt->store) return SQLITE_OK;
+  if (vt->batch) return SQLITE_OK;
   rmq_err err = {0};
-  if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) == RMQ_OK) return SQLITE_OK;
-  return set_vtab_error(&vt->base, "%s", err.msg);
-}
-
-static arena_block *arena_block_new(store_vtab *vt, size_t n) {
-  bool staged = n <= STAGED_CAP;
-  arena_block *b = staged ? rmq_store_staging_take(vt->store) : malloc(sizeof *b + n);
-  if (!b) return NULL;
-  b->used = 0;
-  b->cap = staged ? STAGED_CAP : n;
-  b->next = vt->arena;
-  vt->arena = b;
-  return b;
-}
-
-static void arena_block_free(store_vtab *vt, arena_block *b) {
-  if (b->cap == STAGED_CAP) {
-    rmq_store_staging_give(vt->store, b);
-  } else {
-    free(b);
+  if (!vt->store && rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK) {
+    return set_vtab_error(&vt->base, "%s", err.msg);
   }
-}
-
-/* Give every block back; with keep_one, the newest staging chunk stays, emptied. */
-static void arena_clear(store_vtab *vt, bool keep_one) {
-  arena_block *kept = NULL;
-  while (vt->arena) {
-    arena_block *b = vt->arena;
-    vt->arena = b->next;
-    if (keep_one && !kept && b->cap == STAGED_CAP) {
-      kept = b;
-    } else {
-      arena_block_free(vt, b);
-    }
-  }
-  if (kept) {
-    kept->next = NULL;
-    kept->used = 0;
-  }
-  vt->arena = kept;
-}
-
-/* Forget the transaction's rows (one chunk stays for reuse). */
-static void pending_clear(store_vtab *vt) {
-  vt->npending = 0;
-  arena_clear(vt, true);
-}
-
-/* Cut the arena back to a savepoint's mark. */
-static void pending_rollback(store_vtab *vt, const arena_mark *m) {
-  if (!m->block) {
-    pending_clear(vt);
-    return;
-  }
-  while (vt->arena != m->block) {
-    arena_block *b = vt->arena;
-    vt->arena = b->next;
-    arena_block_free(vt, b);
-  }
-  m->block->used = m->used;
-  vt->npending = m->npending;
+  return (vt->batch = rmq_batch_new(vt->store)) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  arena_clear(vt, false);
-  sqlite3_free(vt->savepoints);
+  rmq_batch_free(vt->batch);
   rmq_uniq_key_gen_free(vt->uniq);
   rmq_registry_release(vt->store);
   sqlite3_free(vt->dir);
@@ -1245,35 +1165,10 @@ static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
 }
 
 /*
-** Encode m at the arena's end (a new block when it does not fit). Returns
-** the record, *len its length; NULL with *errmsg (or out of memory).
+** Check one inserted row and add it to the batch. The engine's own checks
+** are limits too (a delayed message's grown properties).
 */
-static uint8_t *stage_message(store_vtab *vt, const rmq_message *m, int32_t *len,
-                              char **errmsg) {
-  rmq_err err = {0};
-  arena_block *b = vt->arena;
-  size_t room = b ? b->cap - b->used : 0;
-  *len = rmq_store_encode(vt->store, m, b ? b->data + b->used : NULL, room, &err);
-  if (*len > 0 && (size_t)*len > room) {
-    if ((b = arena_block_new(vt, (size_t)*len)) == NULL) return NULL;
-    *len = rmq_store_encode(vt->store, m, b->data, b->cap, &err);
-  }
-  if (*len < 0) {
-    *errmsg = sqlite3_mprintf("%s", err.msg);
-    return NULL;
-  }
-  uint8_t *rec = b->data + b->used;
-  b->used += (size_t)*len;
-  vt->npending++;
-  return rec;
-}
-
-/*
-** Check one inserted row and stage it: *rec, *len receive its record at the
-** arena's end.
-*/
-static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, uint8_t **rec,
-                     int32_t *len, char **errmsg) {
+static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, char **errmsg) {
   char props[RMQ_MAX_PROPERTIES_LEN + 1];
   row_builder b = {.vt = vt, .props = props, .errmsg = errmsg};
   rmq_message m = {0};
@@ -1292,9 +1187,12 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   m.body_len = body_len;
   m.properties = props;
   m.properties_len = (int32_t)b.props_len;
-  if ((*rec = stage_message(vt, &m, len, errmsg)) != NULL) return SQLITE_OK;
-  /* The engine's own checks are limits too (a delayed message's grown properties). */
-  return *errmsg ? SQLITE_CONSTRAINT : SQLITE_NOMEM;
+  rmq_err err = {0};
+  rc = rmq_batch_add(vt->batch, &m, &err);
+  if (rc == RMQ_OK) return SQLITE_OK;
+  if (rc == RMQ_ENOMEM) return SQLITE_NOMEM;
+  *errmsg = sqlite3_mprintf("%s", err.msg);
+  return SQLITE_CONSTRAINT;
 }
 
 static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
@@ -1313,9 +1211,7 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     return SQLITE_READONLY;
   }
   char *errmsg = NULL;
-  uint8_t *rec;
-  int32_t len;
-  rc = build_row(vt, argv[1], argv + 2, &rec, &len, &errmsg);
+  rc = build_row(vt, argv[1], argv + 2, &errmsg);
   if (rc == SQLITE_CONSTRAINT && sqlite3_vtab_on_conflict(vt->db) == SQLITE_IGNORE) {
     /*
     ** SQLite skips the row itself when it gets SQLITE_CONSTRAINT under OR
@@ -1335,93 +1231,54 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     *rowid = -1;
     return SQLITE_OK;
   }
-  rmq_span span = {rec, (size_t)len};
   int64_t offset = 0;
   rmq_err err = {0};
-  rc = put_result(vt, rmq_store_put_encoded(vt->store, &span, 1, 1, &offset, &err), &err);
-  pending_clear(vt);
+  rc = put_result(vt, rmq_batch_append(vt->batch, &offset, &err), &err);
+  rmq_batch_clear(vt->batch);
   if (rc == SQLITE_OK) *rowid = offset;
   return rc;
 }
 
 /* --------------------------------------------------------- transactions */
 
-static int store_begin(sqlite3_vtab *base) {
-  (void)base;
-  return SQLITE_OK;
-}
+/* A write statement begins here: the store's error, if it cannot be opened, comes first. */
+static int store_begin(sqlite3_vtab *base) { return store_ready((store_vtab *)base); }
 
-/* The arena's blocks, oldest first, as spans; NULL when out of memory. */
-static rmq_span *pending_spans(store_vtab *vt, int *n) {
-  *n = 0;
-  for (arena_block *b = vt->arena; b; b = b->next) *n += b->used > 0;
-  rmq_span *spans = sqlite3_malloc64(sizeof *spans * (size_t)(*n ? *n : 1));
-  int i = *n;
-  for (arena_block *b = vt->arena; spans && b; b = b->next) {
-    if (b->used > 0) spans[--i] = (rmq_span){b->data, b->used};
-  }
-  return spans;
-}
-
-/* COMMIT appends the transaction's rows here, so that a failure can still roll it back. */
+/*
+** COMMIT appends the transaction's rows here, so that a failure can still
+** roll it back. The batch is empty once appended: a COMMIT that then fails
+** on the database file (SQLITE_BUSY) stays open and calls xSync again when
+** retried, which must not append the rows a second time.
+*/
 static int store_sync(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  if (vt->npending == 0) return SQLITE_OK;
-  int nspans;
-  rmq_span *spans = pending_spans(vt, &nspans);
-  if (!spans) return SQLITE_NOMEM;
-  rmq_err err = {0};
   int64_t first;
-  int rc = rmq_store_put_encoded(vt->store, spans, nspans, vt->npending, &first, &err);
-  sqlite3_free(spans);
-  rc = put_result(vt, rc, &err);
-  /*
-  ** Appended: forget the rows now, not at xCommit. A COMMIT that then fails
-  ** on the database file (SQLITE_BUSY) stays open and calls xSync again when
-  ** retried, which must not append them a second time.
-  */
-  if (rc == SQLITE_OK) pending_clear(vt);
-  return rc;
+  rmq_err err = {0};
+  return put_result(vt, rmq_batch_append(vt->batch, &first, &err), &err);
 }
 
 static int store_commit(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  pending_clear(vt);
-  vt->nsavepoints = 0;
+  rmq_batch_clear(vt->batch);
+  rmq_batch_release(vt->batch, 0);
   return SQLITE_OK;
 }
 
 static int store_rollback(sqlite3_vtab *base) { return store_commit(base); }
 
-/* SQLite opens a statement savepoint around every INSERT in a transaction: no realloc each time. */
 static int store_savepoint(sqlite3_vtab *base, int level) {
   store_vtab *vt = (store_vtab *)base;
-  if (level >= vt->savepoint_cap) {
-    int cap = level + 8;
-    arena_mark *grown = sqlite3_realloc64(vt->savepoints, sizeof *grown * (size_t)cap);
-    if (!grown) return SQLITE_NOMEM;
-    vt->savepoints = grown;
-    vt->savepoint_cap = cap;
-  }
-  arena_mark now = {vt->arena, vt->arena ? vt->arena->used : 0, vt->npending};
-  for (int i = vt->nsavepoints; i < level; i++) vt->savepoints[i] = now;
-  vt->savepoints[level] = now;
-  vt->nsavepoints = level + 1;
-  return SQLITE_OK;
+  rmq_err err = {0};
+  return rmq_batch_savepoint(vt->batch, level, &err) == RMQ_OK ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static int store_release(sqlite3_vtab *base, int level) {
-  store_vtab *vt = (store_vtab *)base;
-  if (level < vt->nsavepoints) vt->nsavepoints = level;
+  rmq_batch_release(((store_vtab *)base)->batch, level);
   return SQLITE_OK;
 }
 
 static int store_rollback_to(sqlite3_vtab *base, int level) {
-  store_vtab *vt = (store_vtab *)base;
-  if (level < vt->nsavepoints) {
-    pending_rollback(vt, &vt->savepoints[level]);
-    vt->nsavepoints = level + 1;
-  }
+  rmq_batch_rollback_to(((store_vtab *)base)->batch, level);
   return SQLITE_OK;
 }
 
