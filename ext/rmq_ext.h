@@ -113,6 +113,52 @@ int rmq_tvf_dir_wait_dispatched(rmq_tvf_dir *d, sqlite3_vtab *vt);
 void rmq_tvf_dir_close(rmq_tvf_dir *d);
 
 /*
+** row.c: a row INSERTed into the rocketmq table, checked and turned into
+** the message to append, as a RocketMQ producer checks and completes a
+** message before sending it. A row that breaks a rule is SQLITE_CONSTRAINT
+** (so INSERT OR IGNORE skips it) with *errmsg, sqlite3_malloc'd, naming
+** the limit; otherwise SQLITE_OK, or SQLITE_NOMEM.
+*/
+
+/* An INSERT's values by column (SQL NULL for a column not given); rowid is commitlog_offset's. */
+typedef struct rmq_row {
+  sqlite3_value *rowid;
+  /* what a producer gives */
+  sqlite3_value *topic, *queue_id, *tags, *keys, *uniq_key, *body, *properties, *delay_level,
+      *flag, *born_timestamp, *born_host;
+  /* what the store assigns, and the search inputs: an INSERT may not give them */
+  sqlite3_value *commitlog_offset, *size, *msg_id, *queue_offset, *body_text, *sys_flag,
+      *body_crc, *store_timestamp, *store_host, *reconsume_times, *prepared_transaction_offset,
+      *key, *wait_ms;
+} rmq_row;
+
+/* What a table keeps from one row to the next. */
+typedef struct rmq_row_state {
+  rmq_uniq_key_gen *uniq;
+  int delay_levels;                       /* levels 1 to this are defined (the table's argument) */
+  uint32_t next_queue;                    /* round robin over default_queues */
+  char last_topic[RMQ_MAX_TOPIC_LEN + 1]; /* the topic accepted last (producers repeat it) */
+  size_t last_topic_len;
+  char last_host_text[64];                /* the born_host text parsed last, and its value */
+  size_t last_host_len;
+  rmq_host last_host;
+} rmq_row_state;
+
+/* A row's message; it points into this struct and into the row's values. */
+typedef struct rmq_row_message {
+  rmq_message m;
+  char topic[RMQ_MAX_TOPIC_LEN + 1];
+  char props[RMQ_MAX_PROPERTIES_LEN + 1];
+} rmq_row_message;
+
+/* cfg: the table's arguments (delay_levels). SQLITE_NOMEM or SQLITE_OK. */
+int rmq_row_state_init(rmq_row_state *st, const rmq_config *cfg);
+void rmq_row_state_free(rmq_row_state *st);
+/* Check row and build its message in *out; cfg: the store's (default_queues, max_message_size). */
+int rmq_row_message_build(rmq_row_state *st, const rmq_config *cfg, const rmq_row *row,
+                          rmq_row_message *out, char **errmsg);
+
+/*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING
 ** rocketmq(...) into a checked configuration; *dir is sqlite3_malloc'd.
 */

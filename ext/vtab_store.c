@@ -23,7 +23,7 @@
 ** wait_ms are HIDDEN: delay_level is an INSERT input, key and wait_ms are
 ** search inputs.
 **
-** INSERT. The row is checked (topic rules and not a system topic, queue id,
+** INSERT. The row is checked (row.c: topic rules and not a system topic, queue id,
 ** sizes, JSON properties, delay level) before anything is appended; a bad
 ** row is an error naming the limit (SQLITE_CONSTRAINT, so INSERT OR IGNORE
 ** skips it). Columns the store assigns cannot be given. In autocommit mode
@@ -97,16 +97,8 @@ typedef struct store_vtab {
   rmq_batch *batch;       /* the open transaction's rows; NULL while store is */
   char *dir;
   rmq_config cfg;
-  rmq_uniq_key_gen *uniq;
-  int64_t delay_ms[RMQ_MAX_DELAY_LEVELS];
-  int delay_levels;
+  rmq_row_state row;       /* what INSERT keeps from one row to the next (row.c) */
   bool readonly;          /* readonly=1, even when the engine it shares is writable */
-  uint32_t next_queue;    /* round robin over default_queues */
-  char last_topic[RMQ_MAX_TOPIC_LEN + 1]; /* the topic accepted last (producers repeat it) */
-  size_t last_topic_len;
-  char last_host_text[64];/* the born_host text parsed last, and its value */
-  size_t last_host_len;
-  rmq_host last_host;
 } store_vtab;
 
 static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
@@ -138,12 +130,10 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
   if (rc == SQLITE_OK) {
     vt->readonly = vt->cfg.readonly;
     rmq_err err = {0};
-    rmq_parse_delay_levels(vt->cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
-                           &vt->delay_levels, &err);
     if (rmq_registry_open(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
       *errmsg = sqlite3_mprintf("%s", err.msg);
       rc = SQLITE_ERROR;
-    } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL ||
+    } else if (rmq_row_state_init(&vt->row, &vt->cfg) != SQLITE_OK ||
                (vt->store && (vt->batch = rmq_batch_new(vt->store)) == NULL)) {
       rc = SQLITE_NOMEM;
     }
@@ -153,7 +143,7 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     *out = &vt->base;
   } else if (vt) {
     rmq_batch_free(vt->batch);
-    rmq_uniq_key_gen_free(vt->uniq);
+    rmq_row_state_free(&vt->row);
     rmq_registry_release(vt->store);
     sqlite3_free(vt->dir);
     sqlite3_free(vt);
@@ -186,7 +176,7 @@ static int store_ready(store_vtab *vt) {
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   rmq_batch_free(vt->batch);
-  rmq_uniq_key_gen_free(vt->uniq);
+  rmq_row_state_free(&vt->row);
   rmq_registry_release(vt->store);
   sqlite3_free(vt->dir);
   sqlite3_free(vt);
@@ -874,289 +864,6 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
 
 /* ------------------------------------------------------------- INSERT */
 
-/* Columns the store assigns or that only search: an INSERT may not give them. */
-static const struct { int col; const char *name; } assigned_columns[] = {
-    {COL_COMMITLOG_OFFSET, "commitlog_offset"}, {COL_SIZE, "size"}, {COL_MSG_ID, "msg_id"},
-    {COL_QUEUE_OFFSET, "queue_offset"}, {COL_BODY_TEXT, "body_text"}, {COL_SYS_FLAG, "sys_flag"},
-    {COL_BODY_CRC, "body_crc"}, {COL_STORE_TIMESTAMP, "store_timestamp"},
-    {COL_STORE_HOST, "store_host"}, {COL_RECONSUME_TIMES, "reconsume_times"},
-    {COL_PREPARED_TX_OFFSET, "prepared_transaction_offset"}, {COL_KEY, "key"},
-    {COL_WAIT_MS, "wait_ms"},
-};
-
-/* Properties the columns or the store set; JSON properties may not name them. */
-static const struct { const char *name; const char *use; } reserved_properties[] = {
-    {"TAGS", "the tags column"}, {"KEYS", "the keys column"}, {"UNIQ_KEY", "the uniq_key column"},
-    {"DELAY", "the delay_level column"}, {"REAL_TOPIC", "the store (delayed messages)"},
-    {"REAL_QID", "the store (delayed messages)"},
-};
-
-/* System topics (RocketMQ's TopicValidator) that only the broker writes. */
-static bool system_topic(const char *t, size_t n) {
-  static const struct { const char *name; size_t len; } names[] = {
-      {"SCHEDULE_TOPIC_XXXX", 19}, {"TBW102", 6}, {"SELF_TEST_TOPIC", 15},
-      {"OFFSET_MOVED_EVENT", 18}, {"TRANS_CHECK_MAX_TIME_TOPIC", 26}, {"BenchmarkTest", 13}};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    if (n == names[i].len && memcmp(t, names[i].name, n) == 0) return true;
-  }
-  return n >= 8 && (memcmp(t, "RMQ_SYS_", 8) == 0 || memcmp(t, "rmq_sys_", 8) == 0);
-}
-
-typedef struct row_builder {
-  char topic[RMQ_MAX_TOPIC_LEN + 1];
-  size_t topic_len;
-  store_vtab *vt;
-  char *props;        /* encoded properties, RMQ_MAX_PROPERTIES_LEN + 1 bytes */
-  size_t props_len;
-  char **errmsg;
-} row_builder;
-
-/* Refuse a name or value holding RocketMQ's separators; what names it in the error. */
-static int check_separators(row_builder *b, const char *what, const char *s, size_t n) {
-  if (!rmq_properties_has_separator(s, n)) return SQLITE_OK;
-  *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
-                               "properties", what);
-  return SQLITE_CONSTRAINT;
-}
-
-/* Add one property, whose name and value were checked; what names it in errors. */
-static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
-                        const char *value, size_t vlen) {
-  if (rmq_properties_put(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen, value,
-                         vlen) == 0) {
-    return SQLITE_OK;
-  }
-  *b->errmsg = sqlite3_mprintf("%s does not fit: a message's properties are limited to %d bytes",
-                               what, RMQ_MAX_PROPERTIES_LEN);
-  return SQLITE_CONSTRAINT;
-}
-
-/* True if the properties built so far hold name (RocketMQ keeps one value per name). */
-static bool has_property(row_builder *b, const char *name, size_t nlen) {
-  rmq_properties_iter it;
-  const char *n, *v;
-  size_t n_len, v_len;
-  rmq_properties_iter_init(&it, b->props, b->props_len);
-  while (rmq_properties_next(&it, &n, &n_len, &v, &v_len)) {
-    if (n_len == nlen && memcmp(n, name, nlen) == 0) return true;
-  }
-  return false;
-}
-
-static int json_pair(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen,
-                     char **errmsg) {
-  for (size_t i = 0; i < sizeof reserved_properties / sizeof *reserved_properties; i++) {
-    if (strlen(reserved_properties[i].name) == nlen &&
-        memcmp(reserved_properties[i].name, name, nlen) == 0) {
-      *errmsg = sqlite3_mprintf("properties: %s is set by %s", reserved_properties[i].name,
-                                reserved_properties[i].use);
-      return SQLITE_CONSTRAINT;
-    }
-  }
-  if (nlen == 0 || vlen == 0) {
-    *errmsg = sqlite3_mprintf("properties: names and values must not be empty (RocketMQ drops "
-                              "such pairs)");
-    return SQLITE_CONSTRAINT;
-  }
-  row_builder *b = ctx;
-  char *what = sqlite3_mprintf("properties: %.*s", (int)nlen, name);
-  if (!what) return SQLITE_NOMEM;
-  int rc = check_separators(b, what, name, nlen);
-  if (rc == SQLITE_OK) rc = check_separators(b, what, value, vlen);
-  if (rc == SQLITE_OK && has_property(b, name, nlen)) {
-    *errmsg = sqlite3_mprintf("%s is given twice", what);
-    rc = SQLITE_CONSTRAINT;
-  }
-  if (rc == SQLITE_OK) rc = add_property(b, what, name, nlen, value, vlen);
-  sqlite3_free(what);
-  return rc;
-}
-
-static int fail(row_builder *b, const char *fmt, const char *arg) {
-  *b->errmsg = sqlite3_mprintf(fmt, arg);
-  return SQLITE_CONSTRAINT;
-}
-
-static const char *value_text(sqlite3_value *v) {
-  return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
-}
-
-/*
-** The bytes of a value and their length, NULL for SQL NULL. For a string
-** bound by the application, sqlite3_value_text would first make a
-** NUL-terminated copy (an allocation per column per row); the blob view of
-** the same value is the bytes as they are.
-*/
-static const char *value_bytes(sqlite3_value *v, size_t *len) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) return NULL;
-  const char *p = sqlite3_value_blob(v);
-  *len = (size_t)sqlite3_value_bytes(v);
-  return p ? p : "";
-}
-
-static int add_text_column(row_builder *b, sqlite3_value *v, const char *column,
-                           const char *property) {
-  size_t n;
-  const char *t = value_bytes(v, &n);
-  if (!t) return SQLITE_OK;
-  if (n == 0) return fail(b, "%s must not be empty", column);
-  int rc = check_separators(b, column, t, n);
-  return rc == SQLITE_OK ? add_property(b, column, property, strlen(property), t, n) : rc;
-}
-
-static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *rowid) {
-  if (sqlite3_value_type(rowid) != SQLITE_NULL) {
-    return fail(b, "%s is assigned by the store and cannot be given", "commitlog_offset");
-  }
-  for (size_t i = 0; i < sizeof assigned_columns / sizeof *assigned_columns; i++) {
-    if (sqlite3_value_type(cols[assigned_columns[i].col]) != SQLITE_NULL) {
-      return fail(b, assigned_columns[i].col == COL_KEY || assigned_columns[i].col == COL_WAIT_MS
-                         ? "%s is a search input, not a column an INSERT can set"
-                         : "%s is assigned by the store and cannot be given",
-                  assigned_columns[i].name);
-    }
-  }
-  return SQLITE_OK;
-}
-
-/*
-** A valid, writable topic, copied NUL-terminated into b->topic; the one
-** accepted last is not checked again.
-*/
-static int check_topic(row_builder *b, sqlite3_value *v) {
-  store_vtab *vt = b->vt;
-  size_t n;
-  const char *t = value_bytes(v, &n);
-  if (!t) return fail(b, "%s is required", "topic");
-  bool same = n > 0 && n == vt->last_topic_len && memcmp(t, vt->last_topic, n) == 0;
-  if (!same && !rmq_topic_valid(t, n)) {
-    *b->errmsg = sqlite3_mprintf("topic '%.*s' is not a valid RocketMQ topic: 1 to 127 "
-                                 "characters of [A-Za-z0-9_%%|-]", (int)n, t);
-    return SQLITE_CONSTRAINT;
-  }
-  memcpy(b->topic, t, n);
-  b->topic[n] = '\0';
-  b->topic_len = n;
-  if (same) return SQLITE_OK;
-  if (system_topic(b->topic, n)) {
-    return fail(b, "topic '%s' is a system topic and cannot be written", b->topic);
-  }
-  memcpy(vt->last_topic, b->topic, n + 1);
-  vt->last_topic_len = n;
-  return SQLITE_OK;
-}
-
-static int choose_queue(row_builder *b, sqlite3_value *v, int32_t *queue_id) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) {
-    const rmq_config *cfg = rmq_store_config(b->vt->store);
-    *queue_id = (int32_t)(b->vt->next_queue++ % (uint32_t)cfg->default_queues);
-    return SQLITE_OK;
-  }
-  sqlite3_int64 q = sqlite3_value_int64(v);
-  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || q < 0 || q > INT32_MAX) {
-    return fail(b, "queue_id %s is not a non-negative integer", (const char *)sqlite3_value_text(v));
-  }
-  *queue_id = (int32_t)q;
-  return SQLITE_OK;
-}
-
-static int add_delay(row_builder *b, sqlite3_value *v) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
-  sqlite3_int64 level = sqlite3_value_int64(v);
-  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || level < 1 || level > b->vt->delay_levels) {
-    char *levels = sqlite3_mprintf("%d", b->vt->delay_levels);
-    char *msg = sqlite3_mprintf("delay_level %s is unknown: delay_levels defines levels 1 to %s",
-                                (const char *)sqlite3_value_text(v), levels);
-    sqlite3_free(levels);
-    *b->errmsg = msg;
-    return SQLITE_CONSTRAINT;
-  }
-  char t[16];
-  int n = snprintf(t, sizeof t, "%lld", (long long)level);
-  return add_property(b, "delay_level", RMQ_PROPERTY_DELAY, strlen(RMQ_PROPERTY_DELAY), t,
-                      (size_t)n);
-}
-
-static int add_uniq_key(row_builder *b, sqlite3_value *v) {
-  if (sqlite3_value_type(v) != SQLITE_NULL) {
-    return add_text_column(b, v, "uniq_key", RMQ_PROPERTY_UNIQ_KEY);
-  }
-  char key[RMQ_MSG_ID_MAX];
-  int n = rmq_uniq_key_next(b->vt->uniq, key);
-  return add_property(b, "uniq_key", RMQ_PROPERTY_UNIQ_KEY, strlen(RMQ_PROPERTY_UNIQ_KEY), key,
-                      (size_t)n);
-}
-
-static int build_properties(row_builder *b, sqlite3_value **cols) {
-  const char *json = value_text(cols[COL_PROPERTIES]);
-  int rc = json ? rmq_properties_from_json(json, json_pair, b, b->errmsg) : SQLITE_OK;
-  if (rc == SQLITE_ERROR) rc = SQLITE_CONSTRAINT;
-  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_TAGS], "tags", RMQ_PROPERTY_TAGS);
-  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_KEYS], "keys", RMQ_PROPERTY_KEYS);
-  if (rc == SQLITE_OK) rc = add_uniq_key(b, cols[COL_UNIQ_KEY]);
-  if (rc == SQLITE_OK) rc = add_delay(b, cols[COL_DELAY_LEVEL]);
-  return rc;
-}
-
-/* born_host parsed, with the last one remembered: producers send the same host every row. */
-static int born_host(row_builder *b, sqlite3_value *v, rmq_host *out) {
-  store_vtab *vt = b->vt;
-  size_t n;
-  const char *t = value_bytes(v, &n);
-  if (!t) t = "127.0.0.1:0", n = strlen(t);
-  if (n < sizeof vt->last_host_text && n == vt->last_host_len &&
-      memcmp(t, vt->last_host_text, n) == 0) {
-    *out = vt->last_host;
-    return SQLITE_OK;
-  }
-  char text[sizeof vt->last_host_text];
-  if (n >= sizeof text || (memcpy(text, t, n), text[n] = '\0', rmq_host_parse(text, out) != 0)) {
-    *b->errmsg = sqlite3_mprintf("born_host '%.*s' is not ip:port", (int)n, t);
-    return SQLITE_CONSTRAINT;
-  }
-  memcpy(vt->last_host_text, text, n + 1);
-  vt->last_host_len = n;
-  vt->last_host = *out;
-  return SQLITE_OK;
-}
-
-static int producer_fields(row_builder *b, sqlite3_value **cols, rmq_message *m) {
-  sqlite3_value *flag = cols[COL_FLAG], *born = cols[COL_BORN_TIMESTAMP];
-  if (sqlite3_value_type(flag) != SQLITE_NULL) {
-    sqlite3_int64 f = sqlite3_value_int64(flag);
-    if (sqlite3_value_numeric_type(flag) != SQLITE_INTEGER || f < INT32_MIN || f > INT32_MAX)
-      return fail(b, "flag %s is not a 32-bit integer", (const char *)sqlite3_value_text(flag));
-    m->flag = (int32_t)f;
-  }
-  if (sqlite3_value_type(born) == SQLITE_NULL) {
-    m->born_timestamp = rmq_now_ms();
-  } else {
-    if (sqlite3_value_numeric_type(born) != SQLITE_INTEGER)
-      return fail(b, "born_timestamp %s is not an integer (ms since the epoch)",
-                  (const char *)sqlite3_value_text(born));
-    m->born_timestamp = sqlite3_value_int64(born);
-  }
-  return born_host(b, cols[COL_BORN_HOST], &m->born_host);
-}
-
-static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *len) {
-  int type = sqlite3_value_type(v);
-  if (type != SQLITE_NULL && type != SQLITE_BLOB && type != SQLITE_TEXT) {
-    return fail(b, "body must be a BLOB or TEXT, not %s", type == SQLITE_INTEGER ? "an integer" : "a real");
-  }
-  size_t n = 0;
-  *body = value_bytes(v, &n);
-  *len = (int)n;
-  int32_t max = rmq_store_config(b->vt->store)->max_message_size;
-  if (*len > max) {
-    char *n = sqlite3_mprintf("%d bytes, more than max_message_size (%d bytes)", *len, max);
-    int rc = fail(b, "body is %s", n);
-    sqlite3_free(n);
-    return rc;
-  }
-  return SQLITE_OK;
-}
-
 /* An engine call's outcome as SQLite's: a full disk is SQLITE_FULL. */
 static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
   if (rc == RMQ_OK) return SQLITE_OK;
@@ -1164,31 +871,33 @@ static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
   return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
 }
 
+/* The values of an INSERT's columns, by name. */
+static rmq_row row_values(sqlite3_value *rowid, sqlite3_value **c) {
+  return (rmq_row){
+      .rowid = rowid, .topic = c[COL_TOPIC], .queue_id = c[COL_QUEUE_ID], .tags = c[COL_TAGS],
+      .keys = c[COL_KEYS], .uniq_key = c[COL_UNIQ_KEY], .body = c[COL_BODY],
+      .properties = c[COL_PROPERTIES], .delay_level = c[COL_DELAY_LEVEL], .flag = c[COL_FLAG],
+      .born_timestamp = c[COL_BORN_TIMESTAMP], .born_host = c[COL_BORN_HOST],
+      .commitlog_offset = c[COL_COMMITLOG_OFFSET], .size = c[COL_SIZE], .msg_id = c[COL_MSG_ID],
+      .queue_offset = c[COL_QUEUE_OFFSET], .body_text = c[COL_BODY_TEXT],
+      .sys_flag = c[COL_SYS_FLAG], .body_crc = c[COL_BODY_CRC],
+      .store_timestamp = c[COL_STORE_TIMESTAMP], .store_host = c[COL_STORE_HOST],
+      .reconsume_times = c[COL_RECONSUME_TIMES],
+      .prepared_transaction_offset = c[COL_PREPARED_TX_OFFSET], .key = c[COL_KEY],
+      .wait_ms = c[COL_WAIT_MS]};
+}
+
 /*
-** Check one inserted row and add it to the batch. The engine's own checks
-** are limits too (a delayed message's grown properties).
+** Check one inserted row (row.c) and add it to the batch. The engine's own
+** checks are limits too (a delayed message's grown properties).
 */
 static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, char **errmsg) {
-  char props[RMQ_MAX_PROPERTIES_LEN + 1];
-  row_builder b = {.vt = vt, .props = props, .errmsg = errmsg};
-  rmq_message m = {0};
-  const void *body = NULL;
-  int body_len = 0;
-  int rc = check_assigned(&b, cols, rowid);
-  if (rc == SQLITE_OK) rc = check_topic(&b, cols[COL_TOPIC]);
-  if (rc == SQLITE_OK) rc = choose_queue(&b, cols[COL_QUEUE_ID], &m.queue_id);
-  if (rc == SQLITE_OK) rc = check_body(&b, cols[COL_BODY], &body, &body_len);
-  if (rc == SQLITE_OK) rc = build_properties(&b, cols);
-  if (rc == SQLITE_OK) rc = producer_fields(&b, cols, &m);
+  rmq_row row = row_values(rowid, cols);
+  rmq_row_message msg;
+  int rc = rmq_row_message_build(&vt->row, rmq_store_config(vt->store), &row, &msg, errmsg);
   if (rc != SQLITE_OK) return rc;
-  m.topic = b.topic;
-  m.topic_len = (int32_t)b.topic_len;
-  m.body = body;
-  m.body_len = body_len;
-  m.properties = props;
-  m.properties_len = (int32_t)b.props_len;
   rmq_err err = {0};
-  rc = rmq_batch_add(vt->batch, &m, &err);
+  rc = rmq_batch_add(vt->batch, &msg.m, &err);
   if (rc == RMQ_OK) return SQLITE_OK;
   if (rc == RMQ_ENOMEM) return SQLITE_NOMEM;
   *errmsg = sqlite3_mprintf("%s", err.msg);
