@@ -49,6 +49,20 @@ void rmq_reader_close(rmq_reader *r);
 int rmq_reader_wait_dispatched(rmq_reader *r, char **errmsg);
 
 /*
+** bounds.c: the integers an INTEGER column can hold under range
+** constraints, [lo, hi] (none when lo > hi). rmq_bounds_narrow narrows b by
+** `column op v` (op: SQLITE_INDEX_CONSTRAINT_EQ, GT, GE, LT or LE) as SQLite
+** compares: a real rounded to the integers on its side, NULL matching
+** nothing, text that is no number bounding nothing, saturating at the
+** int64 limits. SQLite still re-checks every row.
+*/
+typedef struct rmq_bounds {
+  int64_t lo, hi;
+} rmq_bounds;
+
+void rmq_bounds_narrow(rmq_bounds *b, int op, sqlite3_value *v);
+
+/*
 ** tvf.c: the pieces shared by the read-only, table-valued companion tables.
 **
 ** A table describes itself with a static rmq_tvf and registers with
@@ -92,7 +106,7 @@ void *rmq_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
 int rmq_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready);
 /* xFilter: the "missing argument" error of a plan that is not ready, else SQLITE_OK. */
 int rmq_tvf_check_args(sqlite3_vtab *vt, int idx);
-/* xFilter: narrow *lo and *hi (the caller's defaults) to the range bounds in argv. */
+/* xFilter: narrow [*lo, *hi] (the caller's defaults) by the range bounds in argv (rmq_bounds). */
 void rmq_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi);
 
 /*

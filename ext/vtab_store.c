@@ -598,50 +598,17 @@ typedef struct range {
   int64_t lo, hi;
 } range;
 
-static int64_t sat_inc(int64_t x) { return x == INT64_MAX ? x : x + 1; }
-
-/*
-** Narrow r by `column op v` (op a SQLITE_INDEX_CONSTRAINT_ EQ, GT, LE, LT or
-** GE) the way SQLite compares: NULL matches nothing; a number (or numeric
-** text, which the column's affinity converts) bounds the range, a real
-** rounded outwards and nothing overflowing; other text and blobs bound
-** nothing, which is safe because SQLite re-checks every row (and they sort
-** above every number, so `offset <= 'x'` holds for all rows).
-*/
+/* Narrow r by `column op v` (rmq_bounds_narrow); v NULL: no such constraint. */
 static void range_narrow(range *r, int op, sqlite3_value *v) {
   if (!v) return;
-  int type = sqlite3_value_numeric_type(v);
-  int64_t floor_v, ceil_v; /* the integers next to v */
-  if (type == SQLITE_INTEGER) {
-    floor_v = ceil_v = sqlite3_value_int64(v);
-  } else if (type == SQLITE_FLOAT) {
-    double d = sqlite3_value_double(v);
-    if (d >= 9223372036854775807.0) {
-      floor_v = ceil_v = INT64_MAX;
-    } else if (d <= -9223372036854775807.0) {
-      floor_v = ceil_v = INT64_MIN;
-    } else {
-      int64_t t = (int64_t)d; /* toward zero */
-      floor_v = t - (d < (double)t);
-      ceil_v = t + (d > (double)t);
-    }
-  } else {
-    if (type == SQLITE_NULL) r->hi = INT64_MIN;
+  rmq_bounds b = {INT64_MIN, INT64_MAX};
+  rmq_bounds_narrow(&b, op, v);
+  if (b.lo > b.hi) {
+    r->hi = INT64_MIN; /* nothing matches */
     return;
   }
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
-  switch (op) {
-    case SQLITE_INDEX_CONSTRAINT_EQ: lo = ceil_v, hi = sat_inc(floor_v); break;
-    case SQLITE_INDEX_CONSTRAINT_GE: lo = ceil_v; break;
-    case SQLITE_INDEX_CONSTRAINT_GT:
-      if (floor_v == INT64_MAX) hi = INT64_MIN; /* nothing is greater */
-      else lo = floor_v + 1;
-      break;
-    case SQLITE_INDEX_CONSTRAINT_LE: hi = sat_inc(floor_v); break;
-    case SQLITE_INDEX_CONSTRAINT_LT: hi = ceil_v; break;
-  }
-  if (lo > r->lo) r->lo = lo;
-  if (hi < r->hi) r->hi = hi;
+  if (b.lo > r->lo) r->lo = b.lo;
+  if (b.hi < INT64_MAX && b.hi + 1 < r->hi) r->hi = b.hi + 1;
 }
 
 /* The store_timestamp bounds a plan takes (lower bounds only). */
