@@ -54,8 +54,11 @@
 ** key and wait_ms are no columns SQLite can re-check, so their plans win over
 ** the point reads, and a query that gives them without what they need
 ** (topic; topic and queue_id) is an error. Bounds are taken as SQLite
-** compares: reals are rounded outwards, NULL matches nothing, and text that
-** is no number bounds nothing (SQLite re-checks every row anyway).
+** compares (bounds.c): reals are rounded to the integers on their side,
+** NULL matches nothing, and text that is no number bounds nothing (SQLite
+** re-checks every row anyway). A plan costs the rows it reads; a scan is
+** priced as unbounded, so that in a join SQLite reads the log through the
+** plans that the other tables' rows feed (plan_rows).
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
@@ -185,44 +188,59 @@ static int store_disconnect(sqlite3_vtab *base) {
 
 /* ------------------------------------------------------------- xBestIndex */
 
-/* Constraint slots, in the order their values reach xFilter's argv. */
+/*
+** Constraint slots, in the order their values reach xFilter's argv. A
+** column's bounds follow each other in the order =, >=, >, <=, < (RANGE_*).
+*/
 enum {
   S_OFFSET_EQ, S_MSGID, S_TOPIC, S_KEY, S_UNIQ, S_QUEUE, S_QOFF_EQ, S_QOFF_GE, S_QOFF_GT,
   S_QOFF_LE, S_QOFF_LT, S_TAGS, S_WAIT, S_OFF_GE, S_OFF_GT, S_OFF_LE, S_OFF_LT, S_TS_GE,
   S_TS_GT, S_COUNT
 };
 #define BIT(s) (1 << (s))
-#define QOFF_BITS (BIT(S_QOFF_EQ) | BIT(S_QOFF_GE) | BIT(S_QOFF_GT) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT))
+#define QOFF_BITS \
+  (BIT(S_QOFF_EQ) | BIT(S_QOFF_GE) | BIT(S_QOFF_GT) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT))
 #define OFF_BITS (BIT(S_OFF_GE) | BIT(S_OFF_GT) | BIT(S_OFF_LE) | BIT(S_OFF_LT))
 #define TS_BITS (BIT(S_TS_GE) | BIT(S_TS_GT))
 
+enum { RANGE_EQ, RANGE_GE, RANGE_GT, RANGE_LE, RANGE_LT };
+
+/* A bound's place among a column's slots, or -1 for an operator no plan takes. */
+static int range_op(int op) {
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_EQ: return RANGE_EQ;
+    case SQLITE_INDEX_CONSTRAINT_GE: return RANGE_GE;
+    case SQLITE_INDEX_CONSTRAINT_GT: return RANGE_GT;
+    case SQLITE_INDEX_CONSTRAINT_LE: return RANGE_LE;
+    case SQLITE_INDEX_CONSTRAINT_LT: return RANGE_LT;
+    default: return -1;
+  }
+}
+
 /* The slot a usable constraint can fill, or -1. */
 static int constraint_slot(int col, int op) {
-  bool eq = op == SQLITE_INDEX_CONSTRAINT_EQ;
+  int r = range_op(op);
+  bool eq = r == RANGE_EQ;
   switch (col) {
     case -1:
     case COL_COMMITLOG_OFFSET:
-      return eq ? S_OFFSET_EQ : op == SQLITE_INDEX_CONSTRAINT_GE ? S_OFF_GE
-           : op == SQLITE_INDEX_CONSTRAINT_GT ? S_OFF_GT : op == SQLITE_INDEX_CONSTRAINT_LE ? S_OFF_LE
-           : op == SQLITE_INDEX_CONSTRAINT_LT ? S_OFF_LT : -1;
+      return eq ? S_OFFSET_EQ : r > RANGE_EQ ? S_OFF_GE + r - RANGE_GE : -1;
     case COL_MSG_ID: return eq ? S_MSGID : -1;
     case COL_TOPIC: return eq ? S_TOPIC : -1;
     case COL_KEY: return eq ? S_KEY : -1;
     case COL_UNIQ_KEY: return eq ? S_UNIQ : -1;
     case COL_QUEUE_ID: return eq ? S_QUEUE : -1;
-    case COL_QUEUE_OFFSET:
-      return eq ? S_QOFF_EQ : op == SQLITE_INDEX_CONSTRAINT_GE ? S_QOFF_GE
-           : op == SQLITE_INDEX_CONSTRAINT_GT ? S_QOFF_GT : op == SQLITE_INDEX_CONSTRAINT_LE ? S_QOFF_LE
-           : op == SQLITE_INDEX_CONSTRAINT_LT ? S_QOFF_LT : -1;
+    case COL_QUEUE_OFFSET: return r >= 0 ? S_QOFF_EQ + r : -1;
     case COL_TAGS: return eq ? S_TAGS : -1;
     case COL_WAIT_MS: return eq ? S_WAIT : -1;
-    case COL_STORE_TIMESTAMP:
-      return op == SQLITE_INDEX_CONSTRAINT_GE ? S_TS_GE : op == SQLITE_INDEX_CONSTRAINT_GT ? S_TS_GT : -1;
+    case COL_STORE_TIMESTAMP: return r == RANGE_GE || r == RANGE_GT ? S_TS_GE + r - RANGE_GE : -1;
     default: return -1;
   }
 }
 
-typedef enum plan { PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN } plan;
+typedef enum plan {
+  PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN
+} plan;
 
 /*
 ** The slots each plan takes from what is available. key and wait_ms have no
@@ -253,7 +271,8 @@ static char *plan_name(plan p, int use) {
   static const char *const names[] = {"offset=?", "msgid", "index key", "index uniq_key", "cq",
                                       "offset range", "scan"};
   if (p != PLAN_CQ) {
-    return sqlite3_mprintf("%s%s", names[p], p == PLAN_SCAN && (use & TS_BITS) ? " store_timestamp>=?" : "");
+    bool ts = p == PLAN_SCAN && (use & TS_BITS);
+    return sqlite3_mprintf("%s%s", names[p], ts ? " store_timestamp>=?" : "");
   }
   return sqlite3_mprintf("cq topic=? queue_id=?%s%s%s%s%s%s%s%s",
                          use & BIT(S_QOFF_EQ) ? " queue_offset=?" : "",
@@ -266,7 +285,17 @@ static char *plan_name(plan p, int use) {
                          use & BIT(S_WAIT) ? " wait_ms=?" : "");
 }
 
-static double plan_cost(plan p, int use) {
+/*
+** The rows a plan reads, which is also its cost: one for a point read, a few
+** candidates for a key look-up, one queue from an offset for the consume
+** queue (fewer with an upper bound), part of the log for an offset range.
+** A scan reads the whole log, which grows without bound: it is priced as
+** SQLite's generate_series prices an unbounded span (2^31 rows). Without
+** ANALYZE SQLite takes an ordinary table for a million rows or so, and a
+** lower price made it scan the log in a join, looking the ordinary table up
+** through an automatic index, rather than read the queues its rows name.
+*/
+static double plan_rows(plan p, int use) {
   switch (p) {
     case PLAN_OFFSET:
     case PLAN_MSGID: return 1;
@@ -274,7 +303,7 @@ static double plan_cost(plan p, int use) {
     case PLAN_UNIQ: return 10;
     case PLAN_CQ: return use & (BIT(S_QOFF_EQ) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT)) ? 20 : 100;
     case PLAN_RANGE: return 10000;
-    default: return 1000000;
+    default: return INT32_MAX;
   }
 }
 
@@ -340,8 +369,8 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   info->idxNum = use;
   info->idxStr = plan_name(p, use);
   info->needToFreeIdxStr = 1;
-  info->estimatedCost = plan_cost(p, use);
-  info->estimatedRows = (sqlite3_int64)plan_cost(p, use);
+  info->estimatedCost = plan_rows(p, use);
+  info->estimatedRows = (sqlite3_int64)plan_rows(p, use);
   if (p == PLAN_OFFSET || p == PLAN_MSGID) info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
   info->orderByConsumed = !in_used && order_consumed(info, p);
   return SQLITE_OK;
