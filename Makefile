@@ -120,7 +120,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -g -O1 -std=c11 -D_GNU_SOURCE -Iengine
 fuzz:
 	@mkdir -p build-fuzz/corpus
-	clang $(FUZZ_FLAGS) test/fuzz/fuzz_decode.c engine/message.c engine/crc32.c -o build-fuzz/fuzz_decode
+	clang $(FUZZ_FLAGS) test/fuzz/fuzz_decode.c engine/message.c engine/crc32.c \
+	  engine/properties.c engine/java_hash.c -o build-fuzz/fuzz_decode
 	cp -f test/golden/store-*/commitlog/* build-fuzz/corpus/ 2>/dev/null || true
 	build-fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=70000 build-fuzz/corpus
 

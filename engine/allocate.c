@@ -1,5 +1,5 @@
 /*
-** allocate.c: AllocateMappedFileService and TransientStorePool (see allocate.h).
+** allocate.c: AllocateMappedFileService (see allocate.h).
 **
 ** Requests are kept in creation order in a small list guarded by one mutex.
 ** The service thread creates the oldest request's file, then signals; the
@@ -177,6 +177,17 @@ static void allocate_run(rmq_service_thread *st) {
   }
 }
 
+static rmq_mapped_file *allocate_for_queue(void *svc, const char *path, int64_t from,
+                                           const char *next_path, int64_t next_from,
+                                           int32_t size, rmq_err *err) {
+  return rmq_allocate_mapped_file(svc, path, from, next_path, next_from, size, err);
+}
+
+void rmq_allocate_attach(rmq_allocate_service *svc, rmq_mapped_file_queue *q) {
+  q->allocate = allocate_for_queue;
+  q->allocate_ctx = svc;
+}
+
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (!rmq_mapped_file_hold(mf)) return;
   pthread_mutex_lock(&svc->mu);
@@ -248,60 +259,4 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
   pthread_mutex_unlock(&svc->mu);
   if (mf) rmq_allocate_prefault(svc, mf);
   return mf;
-}
-
-/* ---------------------------------------------------- TransientStorePool */
-
-struct rmq_transient_store_pool {
-  pthread_mutex_t mu;
-  int32_t size;
-  int count, available;
-  uint8_t **all;   /* every buffer, for free */
-  uint8_t **free;  /* stack of available buffers */
-};
-
-rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err) {
-  rmq_transient_store_pool *p = calloc(1, sizeof *p);
-  if (p) {
-    pthread_mutex_init(&p->mu, NULL);
-    p->all = calloc((size_t)buffers, sizeof *p->all);
-    p->free = calloc((size_t)buffers, sizeof *p->free);
-  }
-  if (!p || !p->all || !p->free) goto oom;
-  p->size = size;
-  for (; p->count < buffers; p->count++) {
-    void *b = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) goto oom;
-    mlock(b, (size_t)size); /* best effort: RLIMIT_MEMLOCK may forbid it */
-    p->all[p->count] = p->free[p->count] = b;
-  }
-  p->available = p->count;
-  return p;
-oom:
-  rmq_transient_store_pool_free(p);
-  rmq_err_set(err, RMQ_ENOMEM, "cannot allocate %d transient store buffers of %d bytes", buffers,
-              size);
-  return NULL;
-}
-
-void rmq_transient_store_pool_free(rmq_transient_store_pool *p) {
-  if (!p) return;
-  for (int i = 0; i < p->count; i++) munmap(p->all[i], (size_t)p->size);
-  pthread_mutex_destroy(&p->mu);
-  free(p->all);
-  free(p->free);
-  free(p);
-}
-
-uint8_t *rmq_transient_store_pool_borrow(rmq_transient_store_pool *p) {
-  pthread_mutex_lock(&p->mu);
-  uint8_t *b = p->available > 0 ? p->free[--p->available] : NULL;
-  pthread_mutex_unlock(&p->mu);
-  return b;
-}
-
-void rmq_transient_store_pool_return(rmq_transient_store_pool *p, uint8_t *buf) {
-  pthread_mutex_lock(&p->mu);
-  p->free[p->available++] = buf;
-  pthread_mutex_unlock(&p->mu);
 }

@@ -1,15 +1,11 @@
 /*
-** allocate.h: AllocateMappedFileService and TransientStorePool (spec §1.2, §9.2).
+** allocate.h: AllocateMappedFileService.
 **
 ** The CommitLog writer asks for segment N and, in the same call, for N+1 in
 ** the background, so that a roll normally finds its next file created (and
 ** warmed when warm_mapped_file is set) already. The writer waits at most
 ** 5 s for its own file. Files pre-created but never claimed are deleted at
 ** shutdown, as RocketMQ does.
-**
-** The TransientStorePool holds `size` off-heap buffers of one segment each,
-** mlock'ed when possible; a segment that borrows one is written in memory
-** and committed to its file by CommitRealTimeService.
 */
 #ifndef RMQ_ALLOCATE_H
 #define RMQ_ALLOCATE_H
@@ -18,9 +14,13 @@
 #include <stdint.h>
 
 #include "mapped_file.h"
+#include "mapped_file_queue.h"
 #include "staging.h"
+#include "transient_store_pool.h"
 
 #define RMQ_ALLOCATE_WAIT_MS 5000
+
+typedef struct rmq_allocate_service rmq_allocate_service;
 
 rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging);
@@ -37,15 +37,12 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
                                           int64_t from, const char *next_path,
                                           int64_t next_from, int32_t size, rmq_err *err);
 
+/* Make svc q's allocator (rmq_allocate_mapped_file); set q->allocate to NULL to detach it. */
+void rmq_allocate_attach(rmq_allocate_service *svc, rmq_mapped_file_queue *q);
+
 /* Pre-fault pages of mf (the writer's segment) ahead of its write position. */
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
 /* Look for work now (a staging chunk was taken). */
 void rmq_allocate_wakeup(rmq_allocate_service *svc);
-
-rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err);
-void rmq_transient_store_pool_free(rmq_transient_store_pool *pool);
-/* A buffer, or NULL when all are lent. */
-uint8_t *rmq_transient_store_pool_borrow(rmq_transient_store_pool *pool);
-void rmq_transient_store_pool_return(rmq_transient_store_pool *pool, uint8_t *buf);
 
 #endif

@@ -24,15 +24,17 @@ static void checkpoint_read(rmq_checkpoint *cp, const uint8_t *b) {
 /* A read-only store's checkpoint is read once with pread; a missing one reads as zeros. */
 static int checkpoint_open_readonly(rmq_checkpoint *cp, rmq_err *err) {
   uint8_t b[24] = {0};
-  int fd = open(cp->path, O_RDONLY | O_CLOEXEC);
+  int fd = rmq_io_open(cp->path, O_RDONLY, 0);
   if (fd < 0) {
     if (errno == ENOENT) return RMQ_OK;
     return rmq_err_set(err, RMQ_EIO, "cannot open %s: %s", cp->path, strerror(errno));
   }
-  ssize_t n = pread(fd, b, sizeof b, 0);
+  ssize_t n = rmq_io_pread(fd, b, sizeof b, 0);
+  int e = errno;
   close(fd);
+  if (n < 0) return rmq_err_set(err, RMQ_EIO, "cannot read %s: %s", cp->path, strerror(e));
   if (n != (ssize_t)sizeof b) {
-    return rmq_err_set(err, RMQ_ECORRUPT, "%s is shorter than 24 bytes", cp->path);
+    return rmq_err_set(err, RMQ_ECORRUPT, "%s is %zd bytes, shorter than 24", cp->path, n);
   }
   checkpoint_read(cp, b);
   return RMQ_OK;

@@ -1,5 +1,5 @@
 /*
-** checkpoint.h: StoreCheckpoint (spec §7.1).
+** checkpoint.h: StoreCheckpoint.
 **
 ** A 4096-byte file mapped read-write holding three big-endian int64 store
 ** timestamps: physicMsgTimestamp at 0 (last record known flushed in the

@@ -9,78 +9,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "java_hash.h"
+#include "properties.h"
 #include "service_thread.h"
+#include "topic.h"
 
 /* ---------------------------------------------------- topic-queue table */
 
-typedef struct tqt_entry {
-  char *topic; /* NULL: empty slot */
-  uint32_t topic_len;
-  int32_t queue_id;
-  uint64_t hash;
-  int64_t next_offset;
-} tqt_entry;
-
-struct rmq_topic_queue_table {
-  tqt_entry *slots;
-  size_t cap, count; /* cap is a power of two */
-};
-
-static uint64_t tqt_hash(const char *topic, size_t len, int32_t queue_id) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)topic[i]) * 1099511628211ULL;
-  return (h ^ (uint32_t)queue_id) * 1099511628211ULL;
-}
-
-static tqt_entry *tqt_slot(rmq_topic_queue_table *t, const char *topic, size_t len,
-                           int32_t queue_id, uint64_t h) {
-  size_t mask = t->cap - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
-    tqt_entry *e = &t->slots[i];
-    if (e->topic == NULL) return e;
-    if (e->hash == h && e->queue_id == queue_id && e->topic_len == len &&
-        memcmp(e->topic, topic, len) == 0) {
-      return e;
-    }
-  }
-}
-
-static int tqt_grow(rmq_topic_queue_table *t) {
-  size_t cap = t->cap ? t->cap * 2 : 64;
-  tqt_entry *slots = calloc(cap, sizeof *slots);
-  if (!slots) return -1;
-  rmq_topic_queue_table grown = {slots, cap, t->count};
-  for (size_t i = 0; i < t->cap; i++) {
-    tqt_entry *e = &t->slots[i];
-    if (e->topic) *tqt_slot(&grown, e->topic, e->topic_len, e->queue_id, e->hash) = *e;
-  }
-  free(t->slots);
-  *t = grown;
-  return 0;
-}
+/* CommitLog.topicQueueTable: (topic, queueId) -> the next queue offset. */
+typedef rmq_tqt_entry tqt_entry;
 
 /* The entry for (topic, queue_id), created at offset 0 when absent; NULL on OOM. */
 static tqt_entry *tqt_get(rmq_topic_queue_table *t, const char *topic, size_t len,
                           int32_t queue_id) {
-  if ((t->count + 1) * 2 > t->cap && tqt_grow(t) != 0) return NULL;
-  uint64_t h = tqt_hash(topic, len, queue_id);
-  tqt_entry *e = tqt_slot(t, topic, len, queue_id, h);
-  if (e->topic) return e;
-  if ((e->topic = malloc(len ? len : 1)) == NULL) return NULL;
-  memcpy(e->topic, topic, len);
-  e->topic_len = (uint32_t)len;
-  e->queue_id = queue_id;
-  e->hash = h;
-  e->next_offset = 0;
-  t->count++;
-  return e;
-}
-
-static void tqt_free(rmq_topic_queue_table *t) {
-  if (!t) return;
-  for (size_t i = 0; i < t->cap; i++) free(t->slots[i].topic);
-  free(t->slots);
-  free(t);
+  return rmq_tqt_get(t, topic, len, queue_id);
 }
 
 /* ------------------------------------------------------------- put lock */
@@ -101,6 +43,15 @@ static void put_unlock(rmq_commitlog *cl) {
   }
 }
 
+/* rmq_commitlog_poison with the put lock held: a segment's failed write reports here. */
+static void poison_locked(void *arg, const char *why) {
+  rmq_commitlog *cl = arg;
+  if (!atomic_load(&cl->poisoned)) {
+    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%s", why);
+    atomic_store(&cl->poisoned, true);
+  }
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
@@ -112,18 +63,21 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
   if (writable && mkdir(dir, 0755) != 0 && errno != EEXIST) {
     return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", dir, strerror(errno));
   }
-  if ((cl->tqt = calloc(1, sizeof *cl->tqt)) == NULL) {
+  if ((cl->tqt = rmq_tqt_new()) == NULL) {
     return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   }
   pthread_mutex_init(&cl->put_mutex, NULL);
   pthread_spin_init(&cl->put_spin, PTHREAD_PROCESS_PRIVATE);
-  return rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
+  int rc = rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
+  cl->mfq.write_failed = poison_locked;
+  cl->mfq.write_failed_ctx = cl;
+  return rc;
 }
 
 void rmq_commitlog_destroy(rmq_commitlog *cl) {
   if (!cl->tqt) return;
   rmq_mfq_destroy(&cl->mfq);
-  tqt_free(cl->tqt);
+  rmq_tqt_free(cl->tqt);
   pthread_mutex_destroy(&cl->put_mutex);
   pthread_spin_destroy(&cl->put_spin);
   cl->tqt = NULL;
@@ -131,10 +85,7 @@ void rmq_commitlog_destroy(rmq_commitlog *cl) {
 
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why) {
   put_lock(cl);
-  if (!atomic_load(&cl->poisoned)) {
-    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%s", why);
-    atomic_store(&cl->poisoned, true);
-  }
+  poison_locked(cl, why);
   put_unlock(cl);
 }
 

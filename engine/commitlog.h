@@ -22,15 +22,14 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
-#include "mapped_file.h"
+#include "mapped_file_queue.h"
 #include "message.h"
+#include "message_id.h"
 #include "rmq_err.h"
+#include "topic_queue_table.h"
 
 #define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
 #define RMQ_MAX_DELAY_LEVELS 64
-
-/* topic-queue table: "<topic>-<queueId>" -> next queue offset (CL topicQueueTable). */
-typedef struct rmq_topic_queue_table rmq_topic_queue_table;
 
 typedef struct rmq_commitlog_config {
   int32_t file_size;

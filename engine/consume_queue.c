@@ -2,7 +2,7 @@
 ** consume_queue.c: ConsumeQueue and the consume-queue table (see
 ** consume_queue.h). Line references are to RocketMQ 4.9.7's
 ** ConsumeQueue.java (CQ), MappedFileQueue.java (MFQ) and
-** DefaultMessageStore.java (DMS), as cited by the spec.
+** DefaultMessageStore.java (DMS).
 */
 #include "consume_queue.h"
 
@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 
 #include "message.h"
+#include "topic.h"
+#include "topic_queue_table.h"
 
 #define UNIT RMQ_CQ_UNIT_SIZE
 
@@ -275,7 +277,7 @@ void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset) {
   for (int32_t pos = 0; pos + UNIT <= readable; pos += UNIT) {
     rmq_cq_entry e;
     entry_read(mf->mapped + pos, &e);
-    /* A filler entry is never a message to start from (spec §16). */
+    /* A filler entry is never a message to start from (RocketMQ may take one). */
     if (e.phy_offset >= phy_min_offset && !entry_pre_blank(&e)) {
       atomic_store(&cq->min_logic_offset, mf->file_from_offset + pos);
       break;
@@ -526,42 +528,18 @@ struct rmq_cq_table {
   int32_t entries_per_file;
   bool writable;
   pthread_rwlock_t lock;
-  rmq_consume_queue **slots; /* open addressing, linear probing; cap is a power of 2 */
-  size_t cap, count;
+  rmq_topic_queue_table *queues; /* (topic, queue_id) -> rmq_consume_queue * */
 };
-
-/* FNV-1a over the topic, mixed with the queue id. */
-static size_t table_hash(const char *topic, int32_t queue_id) {
-  uint64_t h = 14695981039346656037ull;
-  for (const unsigned char *p = (const unsigned char *)topic; *p; p++) {
-    h = (h ^ *p) * 1099511628211ull;
-  }
-  h ^= (uint64_t)(uint32_t)queue_id * 0x9E3779B97F4A7C15ull;
-  return (size_t)(h ^ (h >> 29));
-}
-
-/* The slot of (topic, queue_id): its queue, or the empty slot where it would go. */
-static size_t table_probe(rmq_consume_queue **slots, size_t cap, const char *topic,
-                          int32_t queue_id) {
-  size_t i = table_hash(topic, queue_id) & (cap - 1);
-  while (slots[i] &&
-         (slots[i]->queue_id != queue_id || strcmp(slots[i]->topic, topic) != 0)) {
-    i = (i + 1) & (cap - 1);
-  }
-  return i;
-}
 
 int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable,
                      rmq_cq_table **out, rmq_err *err) {
   *out = NULL;
   rmq_cq_table *t = calloc(1, sizeof *t);
-  if (t == NULL || (t->root = strdup(root)) == NULL ||
-      (t->slots = calloc(64, sizeof *t->slots)) == NULL) {
+  if (t == NULL || (t->root = strdup(root)) == NULL || (t->queues = rmq_tqt_new()) == NULL) {
     if (t) free(t->root);
     free(t);
     return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   }
-  t->cap = 64;
   t->entries_per_file = entries_per_file;
   t->writable = writable;
   /* Readers never stop coming: without writer preference creation could starve. */
@@ -576,40 +554,46 @@ int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable,
 
 void rmq_cq_table_free(rmq_cq_table *t) {
   if (t == NULL) return;
-  for (size_t i = 0; i < t->cap; i++) rmq_cq_close(t->slots[i]);
-  free(t->slots);
+  size_t pos = 0;
+  for (rmq_tqt_entry *e; (e = rmq_tqt_next(t->queues, &pos)) != NULL;) rmq_cq_close(e->value);
+  rmq_tqt_free(t->queues);
   free(t->root);
   pthread_rwlock_destroy(&t->lock);
   free(t);
 }
 
+/* The queue, or NULL; with the lock held. */
+static rmq_consume_queue *table_find(rmq_cq_table *t, const char *topic, int32_t queue_id) {
+  rmq_tqt_entry *e = rmq_tqt_find(t->queues, topic, strlen(topic), queue_id);
+  return e ? e->value : NULL;
+}
+
 rmq_consume_queue *rmq_cq_table_find(rmq_cq_table *t, const char *topic, int32_t queue_id) {
   if (topic == NULL) return NULL;
   pthread_rwlock_rdlock(&t->lock);
-  rmq_consume_queue *cq = t->slots[table_probe(t->slots, t->cap, topic, queue_id)];
+  rmq_consume_queue *cq = table_find(t, topic, queue_id);
   pthread_rwlock_unlock(&t->lock);
   return cq;
 }
 
-/* Double the table when half full. Called with the write lock held. */
-static int table_grow(rmq_cq_table *t, rmq_err *err) {
-  if (2 * (t->count + 1) <= t->cap) return RMQ_OK;
-  size_t cap = t->cap * 2;
-  rmq_consume_queue **slots = calloc(cap, sizeof *slots);
-  if (slots == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  for (size_t i = 0; i < t->cap; i++) {
-    rmq_consume_queue *cq = t->slots[i];
-    if (cq) slots[table_probe(slots, cap, cq->topic, cq->queue_id)] = cq;
+/* Open the queue and add it to the table; with the write lock held. */
+static int table_add(rmq_cq_table *t, const char *topic, int32_t queue_id,
+                     rmq_consume_queue **out, rmq_err *err) {
+  int rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_tqt_entry *e = rmq_tqt_get(t->queues, topic, strlen(topic), queue_id);
+  if (e == NULL) {
+    rmq_cq_close(*out);
+    *out = NULL;
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   }
-  free(t->slots);
-  t->slots = slots;
-  t->cap = cap;
+  e->value = *out;
   return RMQ_OK;
 }
 
 int rmq_cq_table_find_or_create(rmq_cq_table *t, const char *topic, int32_t queue_id,
                                 rmq_consume_queue **out, rmq_err *err) {
-  /* Check the name before hashing it, so that NULL never reaches the probe. */
+  /* Check the name before hashing it, so that NULL never reaches the table. */
   if (topic == NULL || !rmq_topic_valid(topic, strlen(topic))) {
     return rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
   }
@@ -617,14 +601,7 @@ int rmq_cq_table_find_or_create(rmq_cq_table *t, const char *topic, int32_t queu
   pthread_rwlock_wrlock(&t->lock);
   int rc = RMQ_OK;
   /* Another thread may have created it between the two locks. */
-  size_t i = table_probe(t->slots, t->cap, topic, queue_id);
-  if ((*out = t->slots[i]) == NULL && (rc = table_grow(t, err)) == RMQ_OK) {
-    rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
-    if (rc == RMQ_OK) {
-      t->slots[table_probe(t->slots, t->cap, topic, queue_id)] = *out;
-      t->count++;
-    }
-  }
+  if ((*out = table_find(t, topic, queue_id)) == NULL) rc = table_add(t, topic, queue_id, out, err);
   pthread_rwlock_unlock(&t->lock);
   return rc;
 }
@@ -697,11 +674,11 @@ int rmq_cq_table_snapshot(rmq_cq_table *t, rmq_consume_queue ***out, int *count,
   *out = NULL;
   *count = 0;
   pthread_rwlock_rdlock(&t->lock);
-  rmq_consume_queue **all = malloc((t->count ? t->count : 1) * sizeof *all);
-  if (all) {
-    for (size_t i = 0; i < t->cap; i++) {
-      if (t->slots[i]) all[(*count)++] = t->slots[i];
-    }
+  size_t n = rmq_tqt_count(t->queues);
+  rmq_consume_queue **all = malloc((n ? n : 1) * sizeof *all);
+  size_t pos = 0;
+  for (rmq_tqt_entry *e; all && (e = rmq_tqt_next(t->queues, &pos)) != NULL;) {
+    all[(*count)++] = e->value;
   }
   pthread_rwlock_unlock(&t->lock);
   if (all == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");

@@ -1,6 +1,6 @@
 /*
-** consume_queue.h: ConsumeQueue and the store's table of them (spec §5, §8.5,
-** §8.6, §9.3, §12.2).
+** consume_queue.h: ConsumeQueue and the store's table of them
+** (ConsumeQueueStore's map, on topic_queue_table.h).
 **
 ** A ConsumeQueue is the per-(topic, queueId) list of 20-byte entries
 ** (commitLogOffset int64, size int32, tagsCode int64, big-endian) kept in
@@ -19,7 +19,7 @@
 ** Differences from RocketMQ 4.9.7, none of which changes a byte on disk:
 **  - pre-blank filler entries (0, 0x7FFFFFFF, 0) never become the min offset
 **    (correct_min_offset skips them) and never set max_physic_offset
-**    (recover skips them): RocketMQ can do both (spec §16);
+**    (recover skips them): RocketMQ can do both;
 **  - truncate_dirty keeps an invalid (zero) first entry out of the queue
 **    instead of keeping it as a bogus 20-byte entry;
 **  - a read-only queue never deletes or shortens a file on disk: recovery
@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
-#include "mapped_file.h"
+#include "mapped_file_queue.h"
 #include "rmq_err.h"
 
 #define RMQ_CQ_UNIT_SIZE 20
@@ -78,7 +78,7 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
 void rmq_cq_close(rmq_consume_queue *cq);
 
 /*
-** putMessagePositionInfo (spec §5.2): append the entry for queue offset
+** putMessagePositionInfo: append the entry for queue offset
 ** cq_offset. A duplicate (phy_offset + size <= max_physic_offset, or a queue
 ** offset below the tail) is skipped and is a success. A queue offset past
 ** the tail is appended at the tail anyway, as RocketMQ does, and counted in
@@ -93,23 +93,23 @@ int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t 
                rmq_err *err);
 
 /*
-** recover (spec §5.6): scan from the 3rd-from-last segment while entries are
+** recover: scan from the 3rd-from-last segment while entries are
 ** valid (offset >= 0, size > 0), set the end there and drop the segments
 ** after it (deleted from disk unless read-only). Sets max_physic_offset.
 */
 void rmq_cq_recover(rmq_consume_queue *cq);
 
 /*
-** truncateDirtyLogicFiles (spec §5.6): cut every entry whose CommitLog
+** truncateDirtyLogicFiles: cut every entry whose CommitLog
 ** offset is >= phy_offset, deleting segments whose first entry is cut.
 ** max_physic_offset becomes phy_offset, then the end of the last kept entry.
 */
 void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset);
 
-/* correctMinOffset (spec §5.5): min := first entry of the first segment at >= phy_min_offset. */
+/* correctMinOffset: min := first entry of the first segment at >= phy_min_offset. */
 void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset);
 
-/* minOffsetInQueue and maxOffsetInQueue (the next offset to write), spec §5.3. */
+/* minOffsetInQueue and maxOffsetInQueue (the next offset to write). */
 int64_t rmq_cq_min_offset(rmq_consume_queue *cq);
 int64_t rmq_cq_max_offset(rmq_consume_queue *cq);
 int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq);
@@ -151,7 +151,7 @@ void rmq_cq_iter_stop(rmq_cq_iter *it);
 typedef int64_t (*rmq_cq_store_time_fn)(void *ctx, int64_t phy_offset, int32_t size);
 
 /*
-** getOffsetInQueueByTime, RocketMQ 4.9.7 semantics (spec §5.4): the NEAREST
+** getOffsetInQueueByTime, RocketMQ 4.9.7 semantics: the NEAREST
 ** message in time, searched only in the first segment whose file mtime is
 ** >= timestamp (else the last one): the exact match if the binary search
 ** hits one, else the closer of the two neighbours (a tie goes to the earlier
@@ -179,11 +179,14 @@ int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestam
                                          rmq_cq_store_time_fn store_time, void *ctx,
                                          int64_t *out, rmq_err *err);
 
-/* Flush per the page rule (spec §9.1, §9.3: 2 pages periodically, 0 thoroughly). */
+/*
+** Flush by MappedFile.isAbleToFlush's page rule (FlushConsumeQueueService:
+** 2 pages periodically, 0 thoroughly).
+*/
 int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err);
 
 /*
-** deleteExpiredFile (spec §5.7): delete leading full segments, never the
+** deleteExpiredFile: delete leading full segments, never the
 ** last, whose last entry points below phy_min_offset, then
 ** correct_min_offset(phy_min_offset). Returns the number deleted.
 */

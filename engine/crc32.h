@@ -1,6 +1,6 @@
 /*
 ** crc32.h: CRC-32 (IEEE, the CRC of java.util.zip.CRC32 and zlib) of message
-** bodies, as BODYCRC stores it masked (spec §2.2). Folded with carry-less
+** bodies, as BODYCRC stores it masked. Folded with carry-less
 ** multiply on x86-64 CPUs that have it, table-driven elsewhere; both give the
 ** same value.
 */

@@ -17,7 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_name.h"
 #include "io.h"
+#include "java_hash.h"
 #include "message.h"
 #include "service_thread.h"
 

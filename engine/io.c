@@ -54,13 +54,30 @@ int rmq_io_open(const char *path, int flags, mode_t mode) {
   return open(path, flags | O_CLOEXEC, mode);
 }
 
+/* The length a faulty pread or pwrite transfers: -1 (fail), or at most short_len. */
+static long io_fault_len(rmq_io_op op, size_t len) {
+  long s = faults[op].short_len;
+  return s < 0 || (size_t)s < len ? s : (long)len;
+}
+
+ssize_t rmq_io_pread(int fd, void *buf, size_t len, off_t off) {
+  if (io_should_fail(RMQ_IO_PREAD)) {
+    long n = io_fault_len(RMQ_IO_PREAD, len);
+    if (n < 0) return -1;
+    len = (size_t)n;
+  }
+  ssize_t n;
+  do {
+    n = pread(fd, buf, len, off);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
 ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off) {
   size_t done = 0;
   if (io_should_fail(RMQ_IO_PWRITE)) {
-    long s = faults[RMQ_IO_PWRITE].short_len;
-    if (s < 0) return -1;
-    len = (size_t)s < len ? (size_t)s : len;
-    return pwrite(fd, buf, len, off);
+    long n = io_fault_len(RMQ_IO_PWRITE, len);
+    return n < 0 ? -1 : pwrite(fd, buf, (size_t)n, off);
   }
   while (done < len) {
     ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);

@@ -1,7 +1,7 @@
 /*
 ** io.h: the engine's only door to the file system.
 **
-** Every open, pwrite, fsync, msync, ftruncate, fallocate, mmap and unlink of
+** Every open, pread, pwrite, fsync, msync, ftruncate, fallocate, mmap and unlink of
 ** the engine goes through these wrappers so that tests can make the Nth call
 ** of one kind fail (EIO, ENOSPC, a short write, a failed fsync) and check
 ** that the store reports it and refuses further writes. They behave like the
@@ -22,10 +22,13 @@ typedef enum rmq_io_op {
   RMQ_IO_MMAP,
   RMQ_IO_UNLINK,
   RMQ_IO_FALLOCATE,
+  RMQ_IO_PREAD,
   RMQ_IO_OP_COUNT
 } rmq_io_op;
 
 int rmq_io_open(const char *path, int flags, mode_t mode);
+/* One pread (retried on EINTR): it may return fewer bytes than asked at the end of the file. */
+ssize_t rmq_io_pread(int fd, void *buf, size_t len, off_t off);
 /* Writes all of len bytes (retrying short writes) unless a fault says otherwise. */
 ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off);
 int rmq_io_fsync(int fd);
@@ -37,8 +40,8 @@ int rmq_io_unlink(const char *path);
 
 /*
 ** Fault injection for tests: the nth call (1 = the next one) of op from now
-** on fails with errno err. For RMQ_IO_PWRITE, short_len >= 0 makes it a short
-** write of that many bytes instead. nth = 0 clears the fault. Faults are
+** on fails with errno err. For RMQ_IO_PWRITE and RMQ_IO_PREAD, short_len >= 0
+** makes it a short write or read of that many bytes instead. nth = 0 clears the fault. Faults are
 ** process-wide; the counters are atomic.
 */
 void rmq_io_fault(rmq_io_op op, int nth, int err, long short_len);

@@ -1,9 +1,8 @@
 /*
-** mapped_file.c: MappedFile and MappedFileQueue (see mapped_file.h).
+** mapped_file.c: MappedFile (see mapped_file.h).
 */
 #include "mapped_file.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -14,11 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "allocate.h"
 #include "io.h"
-#include "message.h"
-
-/* ------------------------------------------------------------ MappedFile */
+#include "transient_store_pool.h"
 
 /*
 ** A new segment's name must survive a power loss as well as its bytes:
@@ -149,7 +145,7 @@ void rmq_mapped_file_set_positions(rmq_mapped_file *mf, int32_t pos) {
   atomic_store(&mf->flushed_position, pos);
 }
 
-/* MF isAbleToFlush / isAbleToCommit: the page rule of spec §9.1. */
+/* MappedFile.isAbleToFlush / isAbleToCommit: how many whole pages make a flush due. */
 static bool able_to(int32_t done, int32_t target, int32_t file_size, int least_pages) {
   if (target == file_size && done < target) return true;
   if (least_pages > 0) {
@@ -237,11 +233,19 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
 ** and in pieces no larger than this: the kernel backs one write with page
 ** cache folios as large as the write, up to 2 MiB, and on a virtual machine
 ** whose host reclaims free memory (virtio-balloon free-page reporting) a
-** 2 MiB folio is what it has taken back: 3.6 us per KiB against 0.22.
+** free 2 MiB block is what it has taken back, and backing it again costs far
+** more than small folios, which mostly come from memory still backed.
 */
 #define PWRITE_PIECE (256 << 10)
 
 static const uint8_t zeros[PWRITE_PIECE];
+
+static void mapped_file_write_failed(rmq_mapped_file *mf, int64_t at, int e) {
+  char why[256];
+  snprintf(why, sizeof why, "cannot zero the bytes of a failed write at %lld of %s: %s",
+           (long long)at, mf->path, e ? strerror(e) : "short write");
+  if (mf->write_failed) mf->write_failed(mf->write_failed_ctx, why);
+}
 
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   if (mf->write_buffer) {
@@ -251,7 +255,11 @@ void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   /* By pwrite: through the mapping, a page without disk blocks would be SIGBUS. */
   for (size_t done = 0; done < len; done += sizeof zeros) {
     size_t n = len - done < sizeof zeros ? len - done : sizeof zeros;
-    if (pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) break;
+    errno = 0; /* a short write sets none */
+    if (rmq_io_pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) {
+      mapped_file_write_failed(mf, at + (int64_t)done, errno);
+      return;
+    }
   }
 }
 
@@ -276,7 +284,7 @@ int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
     int32_t end = to - from < PWRITE_PIECE ? to : from + PWRITE_PIECE;
     atomic_store(&mf->prefilling, (int64_t)from << 32 | end);
     bool ok = atomic_load(&mf->write_claim) <= from &&
-              pwrite(mf->fd, zeros, (size_t)(end - from), from) == end - from;
+              rmq_io_pwrite(mf->fd, zeros, (size_t)(end - from), from) == end - from;
     atomic_store(&mf->prefilling, 0);
     if (!ok) break;
     from = end;
@@ -308,317 +316,4 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
 void rmq_mapped_file_will_read(rmq_mapped_file *mf) {
   madvise(mf->mapped, (size_t)mf->file_size, MADV_SEQUENTIAL);
   madvise(mf->mapped, (size_t)mf->file_size, MADV_WILLNEED);
-}
-
-/* ------------------------------------------------------- MappedFileQueue */
-
-int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
-                 rmq_err *err) {
-  memset(q, 0, sizeof *q);
-  q->dir = strdup(dir);
-  if (!q->dir) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  q->file_size = file_size;
-  q->writable = writable;
-  pthread_rwlock_init(&q->lock, NULL);
-  pthread_mutex_init(&q->flush_mu, NULL);
-  return RMQ_OK;
-}
-
-void rmq_mfq_destroy(rmq_mapped_file_queue *q) {
-  if (q->dir == NULL) return;
-  for (int i = 0; i < q->count; i++) rmq_mapped_file_shutdown(q->files[i], false);
-  free(q->files);
-  free(q->dir);
-  pthread_rwlock_destroy(&q->lock);
-  pthread_mutex_destroy(&q->flush_mu);
-  memset(q, 0, sizeof *q);
-}
-
-static int mfq_push(rmq_mapped_file_queue *q, rmq_mapped_file *mf, rmq_err *err) {
-  if (q->count == q->cap) {
-    int cap = q->cap ? q->cap * 2 : 8;
-    rmq_mapped_file **files = realloc(q->files, (size_t)cap * sizeof *files);
-    if (!files) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-    q->files = files;
-    q->cap = cap;
-  }
-  q->files[q->count++] = mf;
-  return RMQ_OK;
-}
-
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names in dir that are 20-digit segment names, sorted. */
-static int list_segments(const char *dir, char ***names, int *n, rmq_err *err) {
-  *names = NULL;
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d) {
-    if (errno == ENOENT) return RMQ_OK;
-    return rmq_err_set(err, RMQ_EIO, "cannot list %s: %s", dir, strerror(errno));
-  }
-  int cap = 0, rc = RMQ_OK;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int64_t off;
-    if (rmq_file_name_parse(e->d_name, &off) != 0) continue;
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      char **grown = realloc(*names, (size_t)cap * sizeof *grown);
-      if (!grown) {
-        rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-        break;
-      }
-      *names = grown;
-    }
-    if (((*names)[*n] = strdup(e->d_name)) == NULL) {
-      rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-      break;
-    }
-    (*n)++;
-  }
-  closedir(d);
-  if (*n > 1) qsort(*names, (size_t)*n, sizeof **names, cmp_names);
-  return rc;
-}
-
-static int64_t file_length(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
-}
-
-static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err) {
-  char path[4096];
-  int64_t from;
-  snprintf(path, sizeof path, "%s/%s", q->dir, name);
-  /* A reader skips a file whose creation a crash cut short (a writer sizes it). */
-  if (!q->writable && file_length(path) == 0) return RMQ_OK;
-  rmq_file_name_parse(name, &from);
-  if (q->count > 0) {
-    rmq_mapped_file *prev = q->files[q->count - 1];
-    if (from != prev->file_from_offset + q->file_size) {
-      return rmq_err_set(err, RMQ_ECORRUPT,
-                         "%s starts at %lld but the previous segment ends at %lld: a segment "
-                         "is missing",
-                         path, (long long)from, (long long)(prev->file_from_offset + q->file_size));
-    }
-  }
-  rmq_mapped_file *mf;
-  int rc = rmq_mapped_file_open(path, from, q->file_size, false, q->writable, &mf, err);
-  if (rc != RMQ_OK) return rc;
-  rmq_mapped_file_set_positions(mf, q->file_size);
-  rc = mfq_push(q, mf, err);
-  if (rc != RMQ_OK) rmq_mapped_file_shutdown(mf, false);
-  return rc;
-}
-
-int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
-  char **names;
-  int n, rc = list_segments(q->dir, &names, &n, err);
-  if (rc == RMQ_OK && n > 0 && size_from_files) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", q->dir, names[0]);
-    int64_t len = file_length(path);
-    if (len > 0 && len <= INT32_MAX) q->file_size = (int32_t)len;
-  }
-  for (int i = 0; rc == RMQ_OK && i < n; i++) rc = mfq_load_one(q, names[i], err);
-  for (int i = 0; i < n; i++) free(names[i]);
-  free(names);
-  return rc;
-}
-
-int rmq_mfq_count(rmq_mapped_file_queue *q) {
-  pthread_rwlock_rdlock(&q->lock);
-  int n = q->count;
-  pthread_rwlock_unlock(&q->lock);
-  return n;
-}
-
-rmq_mapped_file *rmq_mfq_get(rmq_mapped_file_queue *q, int i) {
-  rmq_mapped_file *mf = NULL;
-  pthread_rwlock_rdlock(&q->lock);
-  if (i >= 0 && i < q->count && rmq_mapped_file_hold(q->files[i])) mf = q->files[i];
-  pthread_rwlock_unlock(&q->lock);
-  return mf;
-}
-
-rmq_mapped_file *rmq_mfq_first(rmq_mapped_file_queue *q) { return rmq_mfq_get(q, 0); }
-
-rmq_mapped_file *rmq_mfq_last(rmq_mapped_file_queue *q) {
-  rmq_mapped_file *mf = NULL;
-  pthread_rwlock_rdlock(&q->lock);
-  if (q->count > 0 && rmq_mapped_file_hold(q->files[q->count - 1])) mf = q->files[q->count - 1];
-  pthread_rwlock_unlock(&q->lock);
-  return mf;
-}
-
-rmq_mapped_file *rmq_mfq_find(rmq_mapped_file_queue *q, int64_t offset) {
-  rmq_mapped_file *mf = NULL;
-  pthread_rwlock_rdlock(&q->lock);
-  if (q->count > 0 && offset >= q->files[0]->file_from_offset) {
-    int64_t i = (offset - q->files[0]->file_from_offset) / q->file_size;
-    if (i < q->count && rmq_mapped_file_hold(q->files[i])) mf = q->files[i];
-  }
-  pthread_rwlock_unlock(&q->lock);
-  return mf;
-}
-
-static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_err *err) {
-  char name[21], path[4096], next_name[21], next_path[4096];
-  rmq_file_name(from, name);
-  snprintf(path, sizeof path, "%s/%s", q->dir, name);
-  rmq_mapped_file *mf = NULL;
-  if (q->allocate) {
-    rmq_file_name(from + q->file_size, next_name);
-    snprintf(next_path, sizeof next_path, "%s/%s", q->dir, next_name);
-    mf = rmq_allocate_mapped_file(q->allocate, path, from, next_path, from + q->file_size,
-                                  q->file_size, err);
-  } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
-    if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
-    /* Reserved whole: a consume queue is written by the dispatcher, which must not SIGBUS. */
-    if (rmq_mapped_file_reserve(mf, mf->file_size, err) != RMQ_OK) {
-      rmq_mapped_file_shutdown(mf, true);
-      return NULL;
-    }
-    rmq_mapped_file_populate(mf, 0, mf->file_size);
-  }
-  if (mf == NULL) return NULL;
-  pthread_rwlock_wrlock(&q->lock);
-  mf->first_in_queue = q->count == 0;
-  int rc = mfq_push(q, mf, err);
-  pthread_rwlock_unlock(&q->lock);
-  if (rc != RMQ_OK) {
-    rmq_mapped_file_shutdown(mf, true);
-    return NULL;
-  }
-  return mf;
-}
-
-rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_offset,
-                                        rmq_err *err) {
-  /* The lock guards the array against the clean service's delete_first. */
-  pthread_rwlock_rdlock(&q->lock);
-  rmq_mapped_file *last = q->count > 0 ? q->files[q->count - 1] : NULL;
-  pthread_rwlock_unlock(&q->lock);
-  if (last && !rmq_mapped_file_is_full(last)) return last;
-  int64_t from = last ? last->file_from_offset + q->file_size
-                      : start_offset - start_offset % q->file_size;
-  return mfq_create(q, from, err);
-}
-
-int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q) {
-  rmq_mapped_file *mf = rmq_mfq_first(q);
-  if (!mf) return 0;
-  int64_t off = mf->file_from_offset;
-  rmq_mapped_file_release(mf);
-  return off;
-}
-
-/*
-** The end of the data: start + position of the last file that has any. A
-** read-only queue keeps the files past its recovered end, at position 0
-** (it deletes nothing); a writer's newly rolled file is at 0 only while the
-** one before it is full, which ends where the new one starts. Files leave
-** the array only under the write lock, so they stay valid here.
-*/
-static int64_t mfq_end(rmq_mapped_file_queue *q, bool wrote) {
-  int64_t end = 0;
-  pthread_rwlock_rdlock(&q->lock);
-  for (int i = q->count - 1; i >= 0; i--) {
-    rmq_mapped_file *mf = q->files[i];
-    int32_t pos = wrote ? rmq_mapped_file_wrote(mf) : rmq_mapped_file_read_position(mf);
-    end = mf->file_from_offset + pos;
-    if (pos > 0) break;
-  }
-  pthread_rwlock_unlock(&q->lock);
-  return end;
-}
-
-int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q) { return mfq_end(q, false); }
-int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q) { return mfq_end(q, true); }
-
-/* The held file at `where`, or the first file when where is 0 (MFQ flush). */
-static rmq_mapped_file *mfq_at(rmq_mapped_file_queue *q, int64_t where) {
-  rmq_mapped_file *mf = rmq_mfq_find(q, where);
-  return mf || where != 0 ? mf : rmq_mfq_first(q);
-}
-
-int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_something,
-                  rmq_err *err) {
-  *flushed_something = false;
-  pthread_mutex_lock(&q->flush_mu);
-  int64_t where = atomic_load(&q->flushed_where);
-  rmq_mapped_file *mf = mfq_at(q, where);
-  int rc = RMQ_OK;
-  if (mf) {
-    int64_t ts = atomic_load(&mf->store_timestamp);
-    rc = rmq_mapped_file_flush(mf, least_pages, err);
-    int64_t now_where = mf->file_from_offset + atomic_load(&mf->flushed_position);
-    if (rc == RMQ_OK && now_where > where) {
-      *flushed_something = true;
-      atomic_store(&q->flushed_where, now_where);
-      if (least_pages == 0 && ts > 0) atomic_store(&q->store_timestamp, ts);
-    }
-    rmq_mapped_file_release(mf);
-  }
-  pthread_mutex_unlock(&q->flush_mu);
-  return rc;
-}
-
-int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_something,
-                   rmq_err *err) {
-  *committed_something = false;
-  pthread_mutex_lock(&q->flush_mu);
-  int64_t where = atomic_load(&q->committed_where);
-  rmq_mapped_file *mf = mfq_at(q, where);
-  int rc = RMQ_OK;
-  if (mf) {
-    rc = rmq_mapped_file_commit(mf, least_pages, err);
-    int64_t now_where = mf->file_from_offset + atomic_load(&mf->committed_position);
-    if (rc == RMQ_OK && now_where > where) {
-      *committed_something = true;
-      atomic_store(&q->committed_where, now_where);
-    }
-    rmq_mapped_file_release(mf);
-  }
-  pthread_mutex_unlock(&q->flush_mu);
-  return rc;
-}
-
-void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset) {
-  pthread_rwlock_wrlock(&q->lock);
-  int keep = 0;
-  for (int i = 0; i < q->count; i++) {
-    rmq_mapped_file *mf = q->files[i];
-    if (mf->file_from_offset + q->file_size <= offset) {
-      keep = i + 1;
-    } else if (mf->file_from_offset <= offset) {
-      rmq_mapped_file_set_positions(mf, (int32_t)(offset % q->file_size));
-      keep = i + 1;
-    } else if (q->writable) {
-      rmq_mapped_file_shutdown(mf, true);
-    } else {
-      /* A reader must not delete: the files past the end just read as empty. */
-      rmq_mapped_file_set_positions(mf, 0);
-      keep = i + 1;
-    }
-  }
-  q->count = keep;
-  pthread_rwlock_unlock(&q->lock);
-  atomic_store(&q->flushed_where, offset);
-  atomic_store(&q->committed_where, offset);
-}
-
-bool rmq_mfq_delete_first(rmq_mapped_file_queue *q) {
-  pthread_rwlock_wrlock(&q->lock);
-  bool done = q->count > 1;
-  if (done) {
-    rmq_mapped_file_shutdown(q->files[0], true);
-    memmove(q->files, q->files + 1, (size_t)(q->count - 1) * sizeof *q->files);
-    q->count--;
-  }
-  pthread_rwlock_unlock(&q->lock);
-  return done;
 }

@@ -1,5 +1,5 @@
 /*
-** mapped_file.h: MappedFile and MappedFileQueue (spec §1.2, §2.1, §9.1).
+** mapped_file.h: MappedFile.
 **
 ** A MappedFile is one fixed-size segment named by its 20-digit start offset,
 ** mapped read-write (or read-only) with MAP_SHARED, with three positions:
@@ -15,11 +15,6 @@
 ** releases it after. rmq_mapped_file_shutdown() makes new holds fail and
 ** drops the queue's reference; the mapping is unmapped, and the file
 ** unlinked if asked, only when the last reference goes.
-**
-** A MappedFileQueue is the ordered list of segments of one directory (the
-** CommitLog, or one consume queue). Its array is guarded by a rwlock; look-ups
-** return held files. Only the single writer (under the CommitLog's put lock,
-** or the dispatcher for a consume queue) appends and rolls.
 */
 #ifndef RMQ_MAPPED_FILE_H
 #define RMQ_MAPPED_FILE_H
@@ -30,11 +25,16 @@
 #include <stdint.h>
 
 #include "rmq_err.h"
+#include "transient_store_pool.h"
 
 #define RMQ_OS_PAGE_SIZE 4096
 
-typedef struct rmq_transient_store_pool rmq_transient_store_pool;
-typedef struct rmq_allocate_service rmq_allocate_service;
+/*
+** Told when a file's bytes no longer match what its positions promise: a
+** failed write left a failed batch's records on disk (rmq_mapped_file_zero).
+** Runs on the writer's thread (for the CommitLog, under its put lock).
+*/
+typedef void (*rmq_write_failed_fn)(void *ctx, const char *why);
 
 typedef struct rmq_mapped_file {
   char *path;
@@ -58,6 +58,8 @@ typedef struct rmq_mapped_file {
   atomic_bool available;
   atomic_bool unlink_on_free;
   bool first_in_queue;             /* first file a consume queue ever created */
+  rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
+  void *write_failed_ctx;
   pthread_mutex_t flush_mu;        /* one flush or commit of this file at a time */
 } rmq_mapped_file;
 
@@ -118,7 +120,7 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 ** full disk is then an error of the write that needs the space, where
 ** a sparse mapping would raise SIGBUS at the first write to a page; and a
 ** page fault on reserved blocks skips ext4's per-page delayed allocation,
-** which makes those faults several times faster. File systems without
+** which makes those faults much cheaper. File systems without
 ** fallocate keep the file sparse. RMQ_EFULL when the disk is full. Safe to
 ** call from several threads at once.
 */
@@ -128,7 +130,7 @@ int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);
 ** Map the pages of [from, from + len) writable now (MADV_POPULATE_WRITE;
 ** bytes untouched), so that later writes take no page fault: on ext4 a first
 ** write to a page updates the file's mtime through the journal, and can wait
-** tens of ms for a journal commit. Consume-queue segments are populated whole
+** for a journal commit. Consume-queue segments are populated whole
 ** when created; the CommitLog writer populates the range of a large batch.
 */
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
@@ -142,95 +144,31 @@ int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto);
 /*
 ** Pre-fill [from, to) with zeros by pwrite, so that the writer's bytes land
 ** in page cache that exists (the pre-fault thread). pwrite makes page cache
-** at 0.2-0.3 us per KiB, where faulting pages in one by one costs 1.9-3.0
-** on a virtual machine. Stops at the writer's claim (its bytes are never
-** overwritten) or a failed write; returns how far it got.
+** faster than faulting pages in one by one, above all on a virtual machine.
+** Stops at the writer's claim (its bytes are never overwritten) or a failed
+** write, which changes nothing on disk (the range held zeros and stays
+** unwritten): the writer's own write or flush of those pages meets the
+** failure and reports it. Returns how far it got.
 */
 int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to);
 /*
 ** Copy len bytes to offset `at` of the segment, not yet published. A large
 ** write goes through pwrite: the kernel then fills page-cache pages without
-** zeroing them first or faulting them into the mapping, about twice as fast
-** as copying into unmapped pages. RMQ_EIO or RMQ_EFULL on failure, with the
+** zeroing them first or faulting them into the mapping, which is faster than
+** copying into unmapped pages. RMQ_EIO or RMQ_EFULL on failure, with the
 ** bytes written zeroed.
 */
 int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,
                           rmq_err *err);
-/* Zero len unpublished bytes at `at` (what a failed append left). */
+/*
+** Zero len unpublished bytes at `at` (what a failed append left), lest
+** recovery take them for records. If that fails too, the write_failed
+** callback is told: the file holds bytes nobody may trust.
+*/
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /* Touch every page so that appends do not fault; mlock it too when asked. */
 void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory);
-
-/* --------------------------------------------------------------------- */
-
-typedef struct rmq_mapped_file_queue {
-  char *dir;
-  int32_t file_size;
-  bool writable;
-  rmq_allocate_service *allocate;  /* pre-creates segments; NULL: create inline */
-  rmq_transient_store_pool *pool;  /* write buffers; NULL: write the mapping */
-  pthread_rwlock_t lock;
-  rmq_mapped_file **files;
-  int count, cap;
-  _Atomic int64_t flushed_where;
-  _Atomic int64_t committed_where;
-  _Atomic int64_t store_timestamp; /* of the last record flushed with leastPages 0 */
-  pthread_mutex_t flush_mu;        /* queue-level flush/commit are serialised */
-} rmq_mapped_file_queue;
-
-int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
-                 rmq_err *err);
-/* Unmap every file (no unlink) and free the queue. */
-void rmq_mfq_destroy(rmq_mapped_file_queue *q);
-
-/*
-** Load the segments in dir in name order, each must be file_size bytes and
-** follow the previous one by exactly file_size; positions are set to "full"
-** until recovery truncates. A readonly store (q->writable false) whose
-** first file's length differs adopts that length when size_from_files.
-*/
-int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err);
-
-/* Number of files, and a held reference to file i / the first / the last (NULL if none). */
-int rmq_mfq_count(rmq_mapped_file_queue *q);
-rmq_mapped_file *rmq_mfq_get(rmq_mapped_file_queue *q, int i);
-rmq_mapped_file *rmq_mfq_first(rmq_mapped_file_queue *q);
-rmq_mapped_file *rmq_mfq_last(rmq_mapped_file_queue *q);
-/* Held file covering offset, or NULL. */
-rmq_mapped_file *rmq_mfq_find(rmq_mapped_file_queue *q, int64_t offset);
-
-/*
-** The writer's file: the last one, or a new one when there is none (starting
-** at start_offset) or the last is full. Not held: only the writer calls it,
-** and the writer never deletes files. Returns NULL with err set on failure.
-*/
-rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_offset,
-                                        rmq_err *err);
-
-int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q);   /* first file's start, or 0 */
-/* start + read position (or wrote) of the last file with data; files past it read as empty */
-int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q);
-int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);
-
-/*
-** Flush the file that holds flushed_where (see rmq_mapped_file_flush) and
-** advance flushed_where. *flushed_something tells whether it moved.
-*/
-int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_something,
-                  rmq_err *err);
-int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_something,
-                   rmq_err *err);
-
-/*
-** Recovery truncation (MFQ truncateDirtyFiles): delete files that start past
-** offset, set the positions of the file that holds it to offset % size. A
-** read-only queue deletes nothing: later files get positions 0.
-*/
-void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset);
-
-/* Remove and unlink the first file (expiry); false if it is the only one. */
-bool rmq_mfq_delete_first(rmq_mapped_file_queue *q);
 
 #endif

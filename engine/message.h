@@ -1,12 +1,14 @@
 /*
-** message.h: the CommitLog record codec (spec §2, §3, §4, §14).
+** message.h: the CommitLog record codec (CommitLog.MessageExtEncoder,
+** MessageDecoder, CommitLog.checkMessageAndReturnSize).
 **
 ** Encodes version-1 records byte-for-byte as Apache RocketMQ 4.9 does and
 ** decodes v1 and v2 (5.x, int16 topic length) records. The decoder never
 ** trusts a length field: every length is checked against the bytes that
-** exist before it is used. Also here: the properties codec, the masked body
-** CRC, Java's String.hashCode (the tags code and the index key hash), the
-** offset msgId, UNIQ_KEY generation and file names.
+** exist before it is used. Also here: the masked body CRC and the big-endian
+** helpers every file format uses. The codec needs only crc32.c; the
+** properties string, msgIds, UNIQ_KEYs, file names and topic rules have
+** their own files.
 */
 #ifndef RMQ_MESSAGE_H
 #define RMQ_MESSAGE_H
@@ -48,27 +50,12 @@
 #define RMQ_POS_STORE_TIMESTAMP(sys_flag) \
   (48 + (((sys_flag) & RMQ_SYSFLAG_BORNHOST_V6) ? 20 : 8))
 
-/* Property names the store reads (spec §3.3). */
-#define RMQ_PROPERTY_TAGS "TAGS"
-#define RMQ_PROPERTY_KEYS "KEYS"
-#define RMQ_PROPERTY_UNIQ_KEY "UNIQ_KEY"
-#define RMQ_PROPERTY_DELAY "DELAY"
-#define RMQ_PROPERTY_REAL_TOPIC "REAL_TOPIC"
-#define RMQ_PROPERTY_REAL_QID "REAL_QID"
-#define RMQ_NAME_VALUE_SEPARATOR '\001'
-#define RMQ_PROPERTY_SEPARATOR '\002'
-
 /* A host: IPv4 (4 address bytes) or IPv6 (16), and a port. */
 typedef struct rmq_host {
   uint8_t addr[16];
   int32_t port;
   bool v6;
 } rmq_host;
-
-/* Parse "a.b.c.d:port" or "[v6]:port"; returns 0, or -1 when malformed. */
-int rmq_host_parse(const char *s, rmq_host *out);
-/* Format as "a.b.c.d:port" or "[v6]:port" into buf (at least 64 bytes). */
-void rmq_host_format(const rmq_host *h, char *buf, size_t cap);
 
 /*
 ** One record. Decoding fills it with pointers into the decoded buffer
@@ -104,7 +91,7 @@ int32_t rmq_message_length(int32_t sys_flag, int32_t body_len, int32_t topic_len
 
 /*
 ** Encode m as a v1 record into buf. The host-v6 bits of sys_flag are set
-** from the hosts (never cleared, as CL 652-660). body_crc is written as
+** from the hosts (never cleared, as MessageExtEncoder). body_crc is written as
 ** given. Returns the record length, or -1 if cap is too small or a length
 ** is out of range (topic 1..127, properties 0..32767, body >= 0).
 */
@@ -144,83 +131,6 @@ const char *rmq_decode_status_name(rmq_decode_status s);
 
 /* CRC32(bytes) & 0x7FFFFFFF, the stored BODYCRC. */
 int32_t rmq_body_crc(const void *bytes, size_t len);
-
-/* Java String.hashCode over the UTF-16 units of UTF-8 text (U+FFFD for bad sequences). */
-int32_t rmq_java_hash(const char *utf8, size_t len);
-/* tagsCode of a TAGS value: the Java hash sign-extended; 0 for empty/absent. */
-int64_t rmq_tags_code(const char *tags, size_t len);
-/* Index key hash of "topic#key": abs(javaHash), Integer.MIN_VALUE -> 0. */
-int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key, size_t key_len);
-
-/*
-** Properties (spec §3): "name\1value\2name\1value". rmq_properties_get
-** follows MessageDecoder 4.9.7: segments shorter than 3 bytes and pairs with
-** an empty name or value are ignored, a trailing \2 is accepted, and a later
-** duplicate wins. Returns the value's start (not NUL-terminated) and its
-** length, or NULL.
-*/
-const char *rmq_properties_get(const char *props, size_t len, const char *name,
-                               size_t *value_len);
-
-/* A property's value as rmq_properties_find reports it; value NULL when absent. */
-typedef struct rmq_property_value {
-  const char *value;
-  size_t len;
-} rmq_property_value;
-/*
-** Look n names up in one pass over props (readers want several per record):
-** out[i] receives names[i]'s value, by rmq_properties_get's rules.
-*/
-void rmq_properties_find(const char *props, size_t len, const char *const *names, int n,
-                         rmq_property_value *out);
-
-typedef struct rmq_properties_iter {
-  const char *p, *end;
-} rmq_properties_iter;
-void rmq_properties_iter_init(rmq_properties_iter *it, const char *props, size_t len);
-/* Next valid pair in stored order; returns false at the end. */
-bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *name_len,
-                         const char **value, size_t *value_len);
-
-/* True if s holds \1 or \2, which no property name or value may contain. */
-bool rmq_properties_has_separator(const char *s, size_t n);
-
-/*
-** Append "name\1value" (with a \2 before it when *len > 0) to buf.
-** Returns 0, or -1 if it does not fit in cap or name/value contain \1 or \2.
-*/
-int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
-                          size_t name_len, const char *value, size_t value_len);
-/* rmq_properties_append without the separator checks: for a name and value known to be clean. */
-int rmq_properties_put(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
-                       const char *value, size_t value_len);
-
-/* Offset msgId: store host bytes + port + offset, upper-case hex (33 or 57 bytes with NUL). */
-#define RMQ_MSG_ID_MAX 57
-void rmq_msg_id_format(const rmq_host *store_host, int64_t offset, char out[RMQ_MSG_ID_MAX]);
-/* Decode a msgId (32 hex chars: IPv4, 56: IPv6, case-insensitive); returns 0 or -1. */
-int rmq_msg_id_parse(const char *hex, size_t len, rmq_host *store_host, int64_t *offset);
-
-/*
-** UNIQ_KEY generator in MessageClientIDSetter's format (spec §4.2): client
-** IP (IPv4 preferred), pid low 16 bits, a per-process int32, ms since the
-** start of the local month, a 16-bit counter. Thread-safe.
-*/
-typedef struct rmq_uniq_key_gen rmq_uniq_key_gen;
-rmq_uniq_key_gen *rmq_uniq_key_gen_new(void);
-void rmq_uniq_key_gen_free(rmq_uniq_key_gen *g);
-/* Writes the id and a NUL (33 or 57 bytes); returns its length. */
-int rmq_uniq_key_next(rmq_uniq_key_gen *g, char out[RMQ_MSG_ID_MAX]);
-
-/* 20-digit zero-padded start offset, as CommitLog and ConsumeQueue files are named. */
-void rmq_file_name(int64_t offset, char out[21]);
-/* Parse such a name; returns 0, or -1 unless exactly 20 decimal digits. */
-int rmq_file_name_parse(const char *name, int64_t *offset);
-/* yyyyMMddHHmmssSSS of a ms timestamp in local time (index file names). */
-void rmq_index_file_name(int64_t ms, char out[18]);
-
-/* RocketMQ's topic rule: 1..127 bytes of [A-Za-z0-9_%|-]. */
-bool rmq_topic_valid(const char *topic, size_t len);
 
 /* Big-endian helpers shared by every file format. */
 static inline int32_t rmq_get32(const uint8_t *p) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "properties.h"
 #include "service_thread.h"
 
 struct rmq_reput_service {

@@ -22,10 +22,16 @@
 #include "commitlog.h"
 #include "consume_queue.h"
 #include "index_file.h"
+#include "file_name.h"
+#include "java_hash.h"
 #include "message.h"
+#include "message_id.h"
+#include "properties.h"
 #include "reput.h"
 #include "rmq_err.h"
 #include "staging.h"
+#include "topic.h"
+#include "uniq_key.h"
 
 typedef struct rmq_config {
   bool flush_sync;                  /* flush='sync': puts return once on disk */

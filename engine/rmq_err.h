@@ -4,9 +4,15 @@
 ** Every engine call that can fail takes an `rmq_err *` and returns an
 ** RMQ_* code. On failure the code is also stored in err->code and
 ** err->msg holds a sentence with context: the path, the offset, what was
-** expected, what was found, and which setting to change. A caller may pass
-** the same rmq_err to a chain of calls; rmq_err_set keeps the first error
-** (like fts5's sticky pRc), so the message always names the root cause.
+** expected, what was found, and which setting to change.
+**
+** rmq_err_set keeps the first error recorded: a later failure (a cleanup
+** that fails after the root cause) never overwrites its message. That is
+** all that is sticky. Unlike fts5's pRc, a callee does not look at err on
+** entry and does not return early because it already holds an error: each
+** caller stops its own chain at the first failing return code. A caller
+** that goes on after a failure it handled clears err (rmq_err_clear) first,
+** or the next error's message is lost.
 */
 #ifndef RMQ_ERR_H
 #define RMQ_ERR_H
@@ -32,7 +38,10 @@ typedef struct rmq_err {
   char msg[512];
 } rmq_err;
 
-/* Record an error unless one is already recorded; returns err->code. */
+/*
+** Record an error unless one is already recorded. Returns err->code: the
+** first error's code, which may differ from code (code itself when err is NULL).
+*/
 int rmq_err_set(rmq_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -75,10 +75,10 @@ void rmq_staging_pool_free(rmq_staging_pool *p) {
 ** A chunk of small pages. Huge pages would take 2 faults instead of 1024,
 ** but on a virtual machine whose host takes free memory back
 ** (virtio-balloon free-page reporting) a free 2 MiB block is what the host
-** has taken, and backing it again costs the filler about 3.2 us per KiB,
-** against 0.4-0.5 us for small pages, which mostly come from memory still
-** backed. The filler then falls behind and the inserting thread faults in
-** huge pages itself. THP may be on for every mapping: refuse it explicitly.
+** has taken, and backing it again costs the filler far more than small
+** pages, which mostly come from memory still backed. The filler then falls
+** behind and the inserting thread faults in huge pages itself. THP may be
+** on for every mapping: refuse it explicitly.
 */
 static void *map_chunk(void) {
   void *c = mmap(NULL, RMQ_STAGING_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,

@@ -2,10 +2,10 @@
 ** staging.h: memory for the rows of open transactions, mapped in ahead.
 **
 ** A transaction's rows wait in memory until COMMIT appends them. Memory the
-** process has never touched costs a page fault per 4 KiB page (2 to 3 us on
-** a virtual machine), which more than doubles the cost of inserting a 1 KiB
-** row. The pool hands out chunks whose pages the allocation thread has
-** already faulted in: when a take leaves fewer than RMQ_STAGING_AHEAD ready
+** process has never touched costs a page fault per 4 KiB page (dear on a
+** virtual machine), which weighs heavily on inserting a row of a few KiB.
+** The pool hands out chunks whose pages the allocation thread has already
+** faulted in: when a take leaves fewer than RMQ_STAGING_AHEAD ready
 ** while chunks are out (a transaction is being built), the filler maps
 ** chunks in until that many are ready again. Returned chunks are kept, up to
 ** RMQ_STAGING_KEEP, for the next transaction. The filler unmaps the rest

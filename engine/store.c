@@ -293,7 +293,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
   if (s->staging) s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool,
                                                          s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  q->allocate = s->allocate;
+  rmq_allocate_attach(s->allocate, q);
   rmq_flush_config fc = {
       .sync = s->cfg.flush_sync,
       .sync_flush_timeout_ms = s->cfg.sync_flush_timeout_ms,

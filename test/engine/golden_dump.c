@@ -33,7 +33,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_name.h"
+#include "java_hash.h"
 #include "message.h"
+#include "message_id.h"
+#include "properties.h"
 
 static void print_json_string(const char *s, size_t n) {
   putchar('"');

@@ -94,7 +94,7 @@ static void test_put_get_iterate(void) {
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_cq_get(cq, -1, &e, &err), RMQ_ENOTFOUND);
 
-  /* Raw bytes of entry 6: second segment, position 20 (spec §5.1). */
+  /* Raw bytes of entry 6: second segment, position 20. */
   rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, 6 * 20);
   static const uint8_t want[20] = {0, 0, 0, 0, 0, 0, 0x02, 0x58, 0, 0,
                                    0, 56, 0, 0, 0, 0, 0, 0, 0, 6};

@@ -1,13 +1,17 @@
 /*
 ** test_mapped_file.c: the commit-log segment's pre-fill (zeros written
-** ahead of the writer) never overwrites bytes the writer claimed.
+** ahead of the writer) never overwrites bytes the writer claimed; the
+** pre-fill and the zeroing of a failed write go through io.h, and a failed
+** zeroing is reported.
 */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "io.h"
 #include "mapped_file.h"
 #include "testutil.h"
 
@@ -95,10 +99,59 @@ static void test_prefill_races_writer(const char *dir) {
   rmq_mapped_file_shutdown(mf, true);
 }
 
+/* What the write_failed callback was told. */
+typedef struct told {
+  int calls;
+  char why[256];
+} told;
+
+static void record_write_failed(void *ctx, const char *why) {
+  told *t = ctx;
+  t->calls++;
+  snprintf(t->why, sizeof t->why, "%s", why);
+}
+
+static void test_zero_failure_is_reported(const char *dir) {
+  rmq_mapped_file *mf = open_segment(dir);
+  if (!mf) return;
+  told t = {0};
+  mf->write_failed = record_write_failed;
+  mf->write_failed_ctx = &t;
+  memset(mf->mapped, 9, 1 << 20);
+  rmq_mapped_file_zero(mf, 0, 1 << 20);
+  CHECK_EQ_INT(t.calls, 0);
+  CHECK_EQ_INT(mf->mapped[(1 << 20) - 1], 0);
+  /* The second piece fails: the callback names the file, the offset and the error. */
+  memset(mf->mapped, 9, 1 << 20);
+  rmq_io_fault(RMQ_IO_PWRITE, 2, EIO, -1);
+  rmq_mapped_file_zero(mf, 0, 1 << 20);
+  CHECK_EQ_INT(t.calls, 1);
+  CHECK(strstr(t.why, "at 262144 of ") && strstr(t.why, mf->path) &&
+        strstr(t.why, strerror(EIO)));
+  /* A short write is a failure too. */
+  rmq_io_fault(RMQ_IO_PWRITE, 1, 0, 100);
+  rmq_mapped_file_zero(mf, 4096, 8192);
+  CHECK_EQ_INT(t.calls, 2);
+  CHECK(strstr(t.why, "at 4096 of ") && strstr(t.why, "short write"));
+  rmq_io_fault(RMQ_IO_PWRITE, 0, 0, -1);
+  rmq_mapped_file_shutdown(mf, true);
+}
+
+static void test_prefill_stops_at_failure(const char *dir) {
+  rmq_mapped_file *mf = open_segment(dir);
+  if (!mf) return;
+  /* The third piece of 256 KiB fails: the first two are pre-filled. */
+  rmq_io_fault(RMQ_IO_PWRITE, 3, ENOSPC, -1);
+  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 0, 1 << 20), 512 << 10);
+  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 512 << 10, 1 << 20), 1 << 20);
+  rmq_mapped_file_shutdown(mf, true);
+}
+
 int main(void) {
   char dir[64];
   void (*tests[])(const char *) = {test_prefill_stops_at_claim, test_prefill_races_writer,
-                                   test_prefill_races_writer, test_prefill_races_writer};
+                                   test_prefill_races_writer, test_prefill_races_writer,
+                                   test_zero_failure_is_reported, test_prefill_stops_at_failure};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     tu_tmpdir(dir, sizeof dir);
     tests[i](dir);

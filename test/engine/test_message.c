@@ -17,7 +17,13 @@
 
 #include "check.h"
 #include "crc32.h"
+#include "file_name.h"
+#include "java_hash.h"
 #include "message.h"
+#include "message_id.h"
+#include "properties.h"
+#include "topic.h"
+#include "uniq_key.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -312,6 +318,41 @@ static void test_record_155(void) {
   CHECK_EQ_INT(rmq_tags_code(tags, vl), 0x27A807);
   rmq_msg_id_format(&d.store_host, d.physical_offset, id);
   CHECK_EQ_STR(id, "C0A8010A00002A9F0000000000000000");
+}
+
+/* Reads the head of exactly n bytes copied into a heap block of that size (as decode_exact). */
+static bool head_read_exact(const uint8_t *bytes, size_t n, rmq_record_head *h) {
+  static uint8_t *copy;
+  free(copy);
+  copy = malloc(n);
+  memcpy(copy, bytes, n);
+  return rmq_record_head_read(copy, n, h);
+}
+
+static void test_record_head(void) {
+  uint8_t rec[200];
+  rmq_record_head h;
+  size_t n = dump_155(rec);
+  CHECK(head_read_exact(rec, n, &h));
+  CHECK_EQ_INT(h.len, 178);
+  CHECK_EQ_INT(h.queue_id, 1);
+  CHECK_EQ_INT(h.store_timestamp_at, 56);
+  CHECK(h.topic_len == 9 && memcmp(h.topic, "TopicTest", 9) == 0);
+
+  /* The smallest v1 record (91 bytes) whose SYSFLAG claims IPv6 hosts: its
+  ** BODYLENGTH would sit at 108, past the record's end. */
+  enum { MIN_RECORD_LEN = 91 };
+  uint8_t small[MIN_RECORD_LEN] = {0};
+  rmq_put32(small, MIN_RECORD_LEN);
+  rmq_put32(small + RMQ_POS_MAGIC, RMQ_MAGIC_V1);
+  rmq_put32(small + RMQ_POS_SYSFLAG, RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6);
+  CHECK(!head_read_exact(small, sizeof small, &h));
+  rmq_put32(small + RMQ_POS_SYSFLAG, RMQ_SYSFLAG_STOREHOST_V6);
+  CHECK(!head_read_exact(small, sizeof small, &h));
+  /* With IPv4 hosts the same bytes are a record with an empty topic. */
+  rmq_put32(small + RMQ_POS_SYSFLAG, 0);
+  CHECK(head_read_exact(small, sizeof small, &h));
+  CHECK_EQ_INT(h.topic_len, 0);
 }
 
 static void test_record_ipv6(void) {
@@ -811,6 +852,7 @@ int main(void) {
   test_magic();
   test_file_names();
   test_record_155();
+  test_record_head();
   test_record_ipv6();
   test_encode_limits();
   test_decode_v2();

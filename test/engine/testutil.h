@@ -12,6 +12,8 @@
 
 #include "check.h"
 #include "message.h"
+#include "message_id.h"
+#include "properties.h"
 #include "rmq.h"
 
 /* A fresh directory under /tmp (static buffer per call site is the caller's). */

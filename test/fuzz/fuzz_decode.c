@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "java_hash.h"
 #include "message.h"
+#include "properties.h"
 
 static void walk_properties(const rmq_message *m) {
   rmq_properties_iter it;

@@ -1,0 +1,102 @@
+/*
+** mapped_file_queue.h: MappedFileQueue.
+**
+** The ordered list of segments (mapped_file.h) of one directory: the
+** CommitLog, or one consume queue. Its array is guarded by a rwlock; look-ups
+** return held files. Only the single writer (under the CommitLog's put lock,
+** or the dispatcher for a consume queue) appends and rolls. A new segment is
+** made by the queue's allocator when it has one (the CommitLog's is
+** AllocateMappedFileService, allocate.h), else created inline.
+*/
+#ifndef RMQ_MAPPED_FILE_QUEUE_H
+#define RMQ_MAPPED_FILE_QUEUE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mapped_file.h"
+#include "rmq_err.h"
+#include "transient_store_pool.h"
+
+/*
+** Make the segment at path (start from, size bytes) and prepare the one at
+** next_path (next_from) ahead; NULL with err on failure.
+*/
+typedef rmq_mapped_file *(*rmq_allocate_fn)(void *ctx, const char *path, int64_t from,
+                                            const char *next_path, int64_t next_from,
+                                            int32_t size, rmq_err *err);
+
+typedef struct rmq_mapped_file_queue {
+  char *dir;
+  int32_t file_size;
+  bool writable;
+  rmq_allocate_fn allocate;        /* pre-creates segments; NULL: create inline */
+  void *allocate_ctx;
+  rmq_transient_store_pool *pool;  /* write buffers; NULL: write the mapping */
+  pthread_rwlock_t lock;
+  rmq_mapped_file **files;
+  int count, cap;
+  _Atomic int64_t flushed_where;
+  _Atomic int64_t committed_where;
+  _Atomic int64_t store_timestamp; /* of the last record flushed with leastPages 0 */
+  pthread_mutex_t flush_mu;        /* queue-level flush/commit are serialised */
+  rmq_write_failed_fn write_failed; /* given to each file the queue takes */
+  void *write_failed_ctx;
+} rmq_mapped_file_queue;
+
+int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
+                 rmq_err *err);
+/* Unmap every file (no unlink) and free the queue. */
+void rmq_mfq_destroy(rmq_mapped_file_queue *q);
+
+/*
+** Load the segments in dir in name order, each must be file_size bytes and
+** follow the previous one by exactly file_size; positions are set to "full"
+** until recovery truncates. A readonly store (q->writable false) whose
+** first file's length differs adopts that length when size_from_files.
+*/
+int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err);
+
+/* Number of files, and a held reference to file i / the first / the last (NULL if none). */
+int rmq_mfq_count(rmq_mapped_file_queue *q);
+rmq_mapped_file *rmq_mfq_get(rmq_mapped_file_queue *q, int i);
+rmq_mapped_file *rmq_mfq_first(rmq_mapped_file_queue *q);
+rmq_mapped_file *rmq_mfq_last(rmq_mapped_file_queue *q);
+/* Held file covering offset, or NULL. */
+rmq_mapped_file *rmq_mfq_find(rmq_mapped_file_queue *q, int64_t offset);
+
+/*
+** The writer's file: the last one, or a new one when there is none (starting
+** at start_offset) or the last is full. Not held: only the writer calls it,
+** and the writer never deletes files. Returns NULL with err set on failure.
+*/
+rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_offset,
+                                        rmq_err *err);
+
+int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q);   /* first file's start, or 0 */
+/* start + read position (or wrote) of the last file with data; files past it read as empty */
+int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q);
+int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);
+
+/*
+** Flush the file that holds flushed_where (see rmq_mapped_file_flush) and
+** advance flushed_where. *flushed_something tells whether it moved.
+*/
+int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_something,
+                  rmq_err *err);
+int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_something,
+                   rmq_err *err);
+
+/*
+** Recovery truncation (MFQ truncateDirtyFiles): delete files that start past
+** offset, set the positions of the file that holds it to offset % size. A
+** read-only queue deletes nothing: later files get positions 0.
+*/
+void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset);
+
+/* Remove and unlink the first file (expiry); false if it is the only one. */
+bool rmq_mfq_delete_first(rmq_mapped_file_queue *q);
+
+#endif
