@@ -100,7 +100,7 @@ typedef struct store_vtab {
   rmq_batch *batch;       /* the open transaction's rows; NULL while store is */
   char *dir;
   rmq_config cfg;
-  rmq_row_state row;       /* what INSERT keeps from one row to the next (row.c) */
+  rmq_row_state row;      /* what INSERT keeps from one row to the next (row.c) */
   bool readonly;          /* readonly=1, even when the engine it shares is writable */
 } store_vtab;
 
