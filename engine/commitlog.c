@@ -162,7 +162,7 @@ static int64_t delay_level(rmq_commitlog *cl, const rmq_message *m) {
 
 /*
 ** A delayed message is stored in SCHEDULE_TOPIC_XXXX queue level-1 with
-** REAL_TOPIC and REAL_QID added (spec §2.10 step 2). *props receives the
+** REAL_TOPIC and REAL_QID added (CommitLog.asyncPutMessage). *props receives the
 ** rebuilt properties (freed by caller).
 */
 static int rewrite_delayed(rmq_message *m, int64_t level, char **props, rmq_err *err) {
@@ -192,52 +192,11 @@ static int rewrite_delayed(rmq_message *m, int64_t level, char **props, rmq_err 
 
 /* ------------------------------------------------------------------ put */
 
-/* Small batches (every single put) live on the stack: no allocation per put. */
-#define PUT_BATCH_INLINE 8
-/* A batch this large has its pages mapped in one call before it is copied. */
-#define POPULATE_BATCH_MIN (256 << 10)
-
-typedef struct put_batch {
-  rmq_message *msgs;   /* working copies, store fields filled in */
-  int32_t *lengths;
-  char **props;        /* rebuilt properties of delayed messages */
-  int n;
-  int64_t total;
-  rmq_message inline_msgs[PUT_BATCH_INLINE];
-  int32_t inline_lengths[PUT_BATCH_INLINE];
-  char *inline_props[PUT_BATCH_INLINE];
-} put_batch;
-
-static void batch_free(put_batch *b) {
-  for (int i = 0; b->props && i < b->n; i++) free(b->props[i]);
-  if (b->msgs != b->inline_msgs) {
-    free(b->msgs);
-    free(b->props);
-    free(b->lengths);
-  }
-}
-
-static int batch_alloc(put_batch *b, int n, rmq_err *err) {
-  b->n = n;
-  if (n <= PUT_BATCH_INLINE) {
-    b->msgs = b->inline_msgs;
-    b->lengths = b->inline_lengths;
-    b->props = b->inline_props;
-    memset(b->props, 0, sizeof b->inline_props);
-    return RMQ_OK;
-  }
-  b->msgs = malloc((size_t)n * sizeof *b->msgs);
-  b->lengths = malloc((size_t)n * sizeof *b->lengths);
-  b->props = calloc((size_t)n, sizeof *b->props);
-  if (!b->msgs || !b->lengths || !b->props) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  return RMQ_OK;
-}
-
 /*
 ** Check message i (m, a working copy) and fill in what the store sets before
 ** the lock: a delayed message's rewrite (*props: its new properties, for the
-** caller to free), store host, body CRC and host bits. Returns the record's
-** length, or -1 with err.
+** caller to free), store host and host bits. Returns the record's length,
+** or -1 with err.
 */
 static int32_t prepare_message(rmq_commitlog *cl, rmq_message *m, int i, char **props,
                                rmq_err *err) {
@@ -246,7 +205,6 @@ static int32_t prepare_message(rmq_commitlog *cl, rmq_message *m, int i, char **
   if (rc == RMQ_OK && level > 0) rc = rewrite_delayed(m, level, props, err);
   if (rc != RMQ_OK) return -1;
   m->store_host = cl->cfg.store_host;
-  m->body_crc = rmq_body_crc(m->body, (size_t)m->body_len);
   m->sys_flag &= ~(RMQ_SYSFLAG_BORNHOST_V6 | RMQ_SYSFLAG_STOREHOST_V6);
   if (m->born_host.v6) m->sys_flag |= RMQ_SYSFLAG_BORNHOST_V6;
   if (m->store_host.v6) m->sys_flag |= RMQ_SYSFLAG_STOREHOST_V6;
@@ -269,29 +227,26 @@ static int check_batch_size(rmq_commitlog *cl, int n, int64_t total, rmq_err *er
                      n, (long long)total, cl->cfg.file_size);
 }
 
-/* Validate and prepare every record outside the lock. */
-static int batch_prepare(rmq_commitlog *cl, const rmq_message *in, int n, put_batch *b,
-                         rmq_err *err) {
-  int rc = batch_alloc(b, n, err);
-  if (rc != RMQ_OK) return rc;
-  for (int i = 0; i < n; i++) {
-    b->msgs[i] = in[i];
-    if ((b->lengths[i] = prepare_message(cl, &b->msgs[i], i, &b->props[i], err)) < 0) {
-      return err->code;
-    }
-    b->total += b->lengths[i];
+/*
+** Encode message i into buf if its record fits in cap bytes (the body CRC
+** only then: a caller that finds no room calls again); its length, or -1.
+*/
+static int32_t encode_message(rmq_commitlog *cl, const rmq_message *in, int i, uint8_t *buf,
+                              size_t cap, rmq_err *err) {
+  rmq_message m = *in;
+  char *props = NULL;
+  int32_t len = prepare_message(cl, &m, i, &props, err);
+  if (len > 0 && (size_t)len <= cap) {
+    m.body_crc = rmq_body_crc(m.body, (size_t)m.body_len);
+    rmq_message_encode(&m, buf, cap);
   }
-  return check_batch_size(cl, n, b->total, err);
+  free(props);
+  return len;
 }
 
 int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *in, uint8_t *buf, size_t cap,
                              rmq_err *err) {
-  rmq_message m = *in;
-  char *props = NULL;
-  int32_t len = prepare_message(cl, &m, 0, &props, err);
-  if (len > 0 && (size_t)len <= cap) rmq_message_encode(&m, buf, cap);
-  free(props);
-  return len;
+  return encode_message(cl, in, 0, buf, cap, err);
 }
 
 /* Close mf with a BLANK record over its unused tail and move to a new segment. */
@@ -323,59 +278,6 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, int32_
   return mf;
 }
 
-/* After a failure at message `upto`: give back the queue offsets taken before it. */
-static void unput(rmq_commitlog *cl, const put_batch *b, int upto) {
-  for (int i = 0; i < upto; i++) {
-    const rmq_message *m = &b->msgs[i];
-    tqt_entry *e = is_transaction_skip(m->sys_flag)
-                       ? NULL
-                       : tqt_get(cl->tqt, m->topic, (size_t)m->topic_len, m->queue_id);
-    if (e) e->next_offset--;
-  }
-}
-
-/*
-** Encode the batch into mf at its write position; called under the put lock.
-** A failure publishes nothing: queue offsets are given back and the bytes
-** written zeroed, lest recovery take them for records after a crash.
-*/
-static int append_batch(rmq_commitlog *cl, rmq_mapped_file *mf, put_batch *b, int64_t now,
-                        rmq_err *err) {
-  int32_t start = rmq_mapped_file_wrote(mf), pos = start;
-  uint8_t *base = rmq_mapped_file_write_base(mf);
-  if (b->total >= POPULATE_BATCH_MIN) rmq_mapped_file_populate(mf, start, (int32_t)b->total);
-  for (int i = 0; i < b->n; i++) {
-    rmq_message *m = &b->msgs[i];
-    tqt_entry *e = tqt_get(cl->tqt, m->topic, (size_t)m->topic_len, m->queue_id);
-    if (!e) {
-      unput(cl, b, i);
-      memset(base + start, 0, (size_t)(pos - start));
-      return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-    }
-    bool skip = is_transaction_skip(m->sys_flag);
-    m->queue_offset = skip ? 0 : e->next_offset;
-    m->physical_offset = mf->file_from_offset + pos;
-    m->store_timestamp = now;
-    rmq_message_encode(m, base + pos, (size_t)b->lengths[i]);
-    if (!skip) e->next_offset++;
-    pos += b->lengths[i];
-  }
-  atomic_store(&mf->store_timestamp, now);
-  rmq_mapped_file_advance(mf, (int32_t)b->total);
-  return RMQ_OK;
-}
-
-static void fill_results(rmq_commitlog *cl, const put_batch *b, rmq_put_result *results) {
-  for (int i = 0; results && i < b->n; i++) {
-    const rmq_message *m = &b->msgs[i];
-    results[i].physical_offset = m->physical_offset;
-    results[i].size = b->lengths[i];
-    results[i].queue_offset = m->queue_offset;
-    results[i].store_timestamp = m->store_timestamp;
-    rmq_msg_id_format(&cl->cfg.store_host, m->physical_offset, results[i].msg_id);
-  }
-}
-
 /* Under the put lock: refuse when poisoned, else the segment to append `total` bytes to. */
 static rmq_mapped_file *locked_segment(rmq_commitlog *cl, int64_t total, int32_t *ready,
                                        rmq_err *err) {
@@ -386,34 +288,6 @@ static rmq_mapped_file *locked_segment(rmq_commitlog *cl, int64_t total, int32_t
   }
   return writable_segment(cl, total, ready, err);
 }
-
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
-                      rmq_put_result *results, int64_t *end_offset, rmq_err *err) {
-  if (n <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
-  if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
-  put_batch b;
-  b.total = 0;
-  int rc = batch_prepare(cl, msgs, n, &b, err);
-  if (rc == RMQ_OK) {
-    put_lock(cl);
-    int64_t now = rmq_now_ms();
-    atomic_store(&cl->begin_time_in_lock, now);
-    int32_t ready;
-    rmq_mapped_file *mf = locked_segment(cl, b.total, &ready, err);
-    rc = mf ? append_batch(cl, mf, &b, now, err) : err->code;
-    atomic_store(&cl->begin_time_in_lock, 0);
-    put_unlock(cl);
-  }
-  if (rc == RMQ_OK) {
-    fill_results(cl, &b, results);
-    *end_offset = b.msgs[n - 1].physical_offset + b.lengths[n - 1];
-    atomic_fetch_add(&cl->put_count, n);
-  }
-  batch_free(&b);
-  return rc;
-}
-
-/* ------------------------------------------------- put of encoded records */
 
 /* Read rec's head; false (with err) if rec is not a whole v1 record of at most room bytes. */
 static bool read_head(const uint8_t *rec, size_t room, rmq_record_head *h, rmq_err *err) {
@@ -432,19 +306,39 @@ static tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h, tqt_
   return *last = tqt_get(cl->tqt, h->topic, h->topic_len, h->queue_id);
 }
 
-/* Fill in record rec's queue offset, physical offset and store time. */
+/*
+** Where a batch is being stamped: its store time, the queue looked up last
+** (a batch's records usually go to one queue, or a few) and the producer's
+** result of the next record (NULL: none wanted).
+*/
+typedef struct stamp_state {
+  int64_t now;
+  tqt_entry *last;
+  rmq_put_result *result;
+} stamp_state;
+
+/*
+** Fill in record rec's queue offset, physical offset and store time
+** (DefaultAppendMessageCallback.doAppend); a prepared or rolled-back
+** transaction's record takes queue offset 0 and does not advance its queue.
+*/
 static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head *h,
-                         int64_t offset, int64_t now, tqt_entry **last, rmq_err *err) {
-  tqt_entry *e = record_queue(cl, h, last);
+                         int64_t offset, stamp_state *st, rmq_err *err) {
+  tqt_entry *e = record_queue(cl, h, &st->last);
   if (!e) {
     rmq_err_set(err, RMQ_ENOMEM, "out of memory");
     return false;
   }
   bool skip = is_transaction_skip(h->sys_flag);
-  rmq_put64(rec + RMQ_POS_QUEUE_OFFSET, skip ? 0 : e->next_offset);
+  int64_t queue_offset = skip ? 0 : e->next_offset;
+  rmq_put64(rec + RMQ_POS_QUEUE_OFFSET, queue_offset);
   rmq_put64(rec + RMQ_POS_PHYSICAL_OFFSET, offset);
-  rmq_put64(rec + h->store_timestamp_at, now);
+  rmq_put64(rec + h->store_timestamp_at, st->now);
   if (!skip) e->next_offset++;
+  if (st->result) {
+    *st->result++ = (rmq_put_result){.physical_offset = offset, .size = h->len,
+                                     .queue_offset = queue_offset, .store_timestamp = st->now};
+  }
   return true;
 }
 
@@ -468,13 +362,13 @@ static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t a
 ** cache, or (dst NULL) stamped in place. *at: where it stopped.
 */
 static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, int64_t offset,
-                       int64_t now, tqt_entry **last, size_t *at, rmq_err *err) {
+                       stamp_state *st, size_t *at, rmq_err *err) {
   rmq_record_head h;
   for (*at = 0; *at < span->len; *at += (size_t)h.len) {
     uint8_t *rec = span->data + *at;
     if (!read_head(rec, span->len - *at, &h, err)) return false;
     if (dst) memcpy(rec = dst + *at, span->data + *at, (size_t)h.len);
-    if (!stamp_record(cl, rec, &h, offset + (int64_t)*at, now, last, err)) return false;
+    if (!stamp_record(cl, rec, &h, offset + (int64_t)*at, st, err)) return false;
   }
   return true;
 }
@@ -488,15 +382,14 @@ static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, in
 ** records after a crash.
 */
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans,
-                          int nspans, int64_t total, int64_t now, int32_t ready, rmq_err *err) {
+                          int nspans, int64_t total, stamp_state *st, int32_t ready,
+                          rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
-  /* A transaction's rows usually go to one queue, or a few: look again only on a change. */
-  tqt_entry *last = NULL;
   for (int i = 0; i < nspans; i++) {
     bool mapped = !mf->transient && pos + (int64_t)spans[i].len <= ready;
     size_t at;
     if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], mf->file_from_offset + pos,
-                    now, &last, &at, err)) {
+                    st, &at, err)) {
       unstamp(cl, spans, i, at);
       rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (mapped ? spans[i].len : 0));
       return err->code;
@@ -508,7 +401,7 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
     }
     pos += (int32_t)spans[i].len;
   }
-  atomic_store(&mf->store_timestamp, now);
+  atomic_store(&mf->store_timestamp, st->now);
   rmq_mapped_file_advance(mf, (int32_t)total);
   return RMQ_OK;
 }
@@ -521,8 +414,19 @@ void rmq_commitlog_prepare_segment(rmq_commitlog *cl) {
   put_unlock(cl);
 }
 
+/* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
+static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int64_t total,
+                         stamp_state *st, int64_t *first_offset, rmq_err *err) {
+  int32_t ready;
+  rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
+  if (!mf) return err->code;
+  *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
+  return append_encoded(cl, mf, spans, nspans, total, st, ready, err);
+}
+
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                              int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
+                              rmq_put_result *results, int64_t *first_offset,
+                              int64_t *end_offset, rmq_err *err) {
   if (count <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   int64_t total = 0;
@@ -530,18 +434,83 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   int rc = check_batch_size(cl, count, total, err);
   if (rc != RMQ_OK) return rc;
   put_lock(cl);
-  int64_t now = rmq_now_ms();
-  atomic_store(&cl->begin_time_in_lock, now);
-  int32_t ready;
-  rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
-  if (mf) *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
-  rc = mf ? append_encoded(cl, mf, spans, nspans, total, now, ready, err) : err->code;
+  stamp_state st = {.now = rmq_now_ms(), .result = results};
+  atomic_store(&cl->begin_time_in_lock, st.now);
+  rc = locked_append(cl, spans, nspans, total, &st, first_offset, err);
   atomic_store(&cl->begin_time_in_lock, 0);
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
   atomic_fetch_add(&cl->put_count, count);
+  for (int i = 0; results && i < count; i++) {
+    rmq_msg_id_format(&cl->cfg.store_host, results[i].physical_offset, results[i].msg_id);
+  }
   return RMQ_OK;
+}
+
+/* ------------------------------------------------------- put of messages */
+
+/* The records of a put: on the stack while they fit (every small put), else on the heap. */
+#define PUT_STACK_BYTES 16384
+
+typedef struct put_buffer {
+  uint8_t *data;
+  size_t cap;
+  int64_t len; /* of every record so far, including any left unencoded */
+  uint8_t stack[PUT_STACK_BYTES];
+} put_buffer;
+
+static size_t buffer_room(const put_buffer *b) {
+  return b->len < (int64_t)b->cap ? b->cap - (size_t)b->len : 0;
+}
+
+/*
+** Grow b for a record of len bytes. Not past a segment: such a batch fails
+** its size check, so its records beyond are only measured, not encoded.
+*/
+static int buffer_grow(rmq_commitlog *cl, put_buffer *b, int32_t len, rmq_err *err) {
+  int64_t need = b->len + len;
+  if (need + RMQ_END_FILE_MIN_BLANK_LENGTH > cl->cfg.file_size) return RMQ_OK;
+  size_t cap = (int64_t)b->cap * 2 > need ? b->cap * 2 : (size_t)need;
+  uint8_t *data = b->data == b->stack ? malloc(cap) : realloc(b->data, cap);
+  if (!data) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  if (b->data == b->stack) memcpy(data, b->stack, (size_t)b->len);
+  b->data = data;
+  b->cap = cap;
+  return RMQ_OK;
+}
+
+/* Encode msgs end to end into b, each checked and prepared as rmq_commitlog_encode does. */
+static int encode_batch(rmq_commitlog *cl, const rmq_message *msgs, int n, put_buffer *b,
+                        rmq_err *err) {
+  for (int i = 0; i < n; i++) {
+    size_t room = buffer_room(b);
+    int32_t len = encode_message(cl, &msgs[i], i, room ? b->data + b->len : NULL, room, err);
+    if (len < 0) return err->code;
+    if ((size_t)len > room) {
+      if (buffer_grow(cl, b, len, err) != RMQ_OK) return err->code;
+      size_t grown = buffer_room(b);
+      if ((size_t)len <= grown) encode_message(cl, &msgs[i], i, b->data + b->len, grown, err);
+    }
+    b->len += len;
+  }
+  return check_batch_size(cl, n, b->len, err);
+}
+
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
+                      rmq_put_result *results, int64_t *end_offset, rmq_err *err) {
+  put_buffer b;
+  b.data = b.stack;
+  b.cap = sizeof b.stack;
+  b.len = 0;
+  int rc = encode_batch(cl, msgs, n, &b, err);
+  rmq_span span = {b.data, (size_t)b.len};
+  int64_t first;
+  if (rc == RMQ_OK) {
+    rc = rmq_commitlog_put_encoded(cl, &span, 1, n, results, &first, end_offset, err);
+  }
+  if (b.data != b.stack) free(b.data);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- reads */
@@ -596,7 +565,7 @@ int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc
 
 /* ------------------------------------------------------------- recovery */
 
-/* The segment abnormal recovery starts from (spec §8.4). */
+/* The segment abnormal recovery starts from (CommitLog.recoverAbnormally). */
 static int abnormal_start_index(rmq_commitlog *cl, rmq_checkpoint *cp) {
   int64_t min_ts = rmq_checkpoint_min_timestamp(cp);
   for (int i = rmq_mfq_count(&cl->mfq) - 1; i >= 0; i--) {

@@ -1,12 +1,14 @@
 /*
-** commitlog.h: the CommitLog (spec §2, §8.2-8.4, §9.2).
+** commitlog.h: the CommitLog (RocketMQ's CommitLog: put, read, recover).
 **
 ** One append-only byte stream over a MappedFileQueue of fixed-size segments.
-** Appends run under the put lock (a mutex, or a spin lock when configured):
-** take the writer's segment, assign the queue offset from the topic-queue
-** table, write a BLANK and roll when the record (or batch) does not fit with
-** 8 bytes to spare, encode the record straight into the segment, stamp the
-** store time and publish the new write position. Flushing is done by
+** A put has one path: each message is checked and encoded into its record
+** outside the lock (rmq_commitlog_encode), then the records are appended
+** (rmq_commitlog_put_encoded) under the put lock (a mutex, or a spin lock
+** when configured): take the writer's segment, write a BLANK and roll when
+** the batch does not fit with 8 bytes to spare, copy each record in and
+** stamp its queue offset from the topic-queue table, its physical offset and
+** the store time, and publish the new write position. Flushing is done by
 ** FlushRealTimeService (async) or GroupCommitService (sync, see flush.h).
 **
 ** A failed fsync or commit poisons the CommitLog: every later put fails with
@@ -52,7 +54,7 @@ typedef struct rmq_commitlog {
   _Atomic int64_t put_count;
 } rmq_commitlog;
 
-/* What an append tells the producer (spec §2.10 step 6). */
+/* What an append tells the producer (PutMessageResult / AppendMessageResult). */
 typedef struct rmq_put_result {
   int64_t physical_offset;
   int32_t size;
@@ -66,25 +68,29 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
 void rmq_commitlog_destroy(rmq_commitlog *cl);
 
 /*
-** Append n records contiguously in one segment (n = 1 for a single put).
-** Input: topic, queue_id, flag, body, properties, born host/time, sys_flag,
-** reconsume_times, prepared_transaction_offset. The store sets body CRC,
-** store host, store time, offsets and the host-v6 bits, and rewrites a
-** message with DELAY > 0 to SCHEDULE_TOPIC_XXXX (spec §2.10). Every record
-** is checked first (topic, properties, body and record size limits); a bad
-** one fails the whole call with RMQ_EINVAL naming the limit, and nothing is
-** appended. results[i] receive each record's offsets and msgId (results may
-** be NULL); *end_offset, the offset just past the batch.
+** Append n messages contiguously in one segment (n = 1 for a single put):
+** each is encoded (rmq_commitlog_encode) into memory of the call, on the
+** stack for a small batch, and the records appended with
+** rmq_commitlog_put_encoded. Input: topic, queue_id, flag, body,
+** properties, born host/time, sys_flag, reconsume_times,
+** prepared_transaction_offset. Every message is checked first; a bad one
+** fails the whole call with RMQ_EINVAL naming it ("message <i>: ...") and
+** the limit, and nothing is appended. results[i] receive each record's
+** offsets and msgId (results may be NULL); *end_offset, the offset just past
+** the batch.
 */
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
                       rmq_put_result *results, int64_t *end_offset, rmq_err *err);
 
 /*
-** Encode m into buf (cap bytes) as rmq_commitlog_put would append it:
-** checked the same way, a delayed message rewritten, body CRC, store host
-** and host bits filled in; queue offset, physical offset and store time are
-** left for rmq_commitlog_put_encoded. Returns the record's length (when it
-** exceeds cap, nothing was written: call again with room), or -1 with err.
+** Encode m into buf (cap bytes) as the record the log will hold: topic,
+** properties, body and record size checked against their limits; a message
+** with DELAY > 0 (not a prepared or rolled-back transaction) rewritten to
+** SCHEDULE_TOPIC_XXXX queue level-1 with REAL_TOPIC and REAL_QID
+** (CommitLog.asyncPutMessage); body CRC, store host and host-v6 bits filled
+** in. Queue offset, physical offset and store time are left for
+** rmq_commitlog_put_encoded. Returns the record's length (when it exceeds
+** cap, nothing was written: call again with room), or -1 with err.
 */
 int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *m, uint8_t *buf, size_t cap,
                              rmq_err *err);
@@ -103,13 +109,18 @@ typedef struct rmq_span {
 void rmq_commitlog_prepare_segment(rmq_commitlog *cl);
 /*
 ** Append the `count` records that rmq_commitlog_encode wrote into spans, in
-** order, as one contiguous batch (the same size limit as rmq_commitlog_put).
-** Each record's queue offset, physical offset and store time are written
-** into the spans, then the spans are copied: a batch that failed can be put
-** again as it is. *first_offset, *end_offset: where the batch starts and ends.
+** order, as one contiguous batch; RMQ_EINVAL when it does not fit in one
+** segment. Each record's queue offset (0, without advancing its queue, for a
+** prepared or rolled-back transaction), physical offset and store time are
+** stamped as it is copied in (DefaultAppendMessageCallback.doAppend); the
+** spans are only read or stamped, so a batch that failed can be put again as
+** it is. results[i], when results is not NULL, receive record i's offsets,
+** size, store time and msgId. *first_offset, *end_offset: where the batch
+** starts and ends.
 */
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                              int64_t *first_offset, int64_t *end_offset, rmq_err *err);
+                              rmq_put_result *results, int64_t *first_offset,
+                              int64_t *end_offset, rmq_err *err);
 /* Poison the log after an I/O failure (first message kept). */
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why);
 
@@ -141,10 +152,10 @@ int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc
                                rmq_commitlog_ref *ref, rmq_message *out, rmq_err *err);
 
 /*
-** Recovery of the CommitLog alone (spec §8.3, §8.4): scan from the chosen
-** segment with CRC checks, call on_record for every valid record when
-** dispatching (abnormal recovery), and truncate after the last valid
-** record. *process_offset receives the recovered end; *truncated_bytes how
+** Recovery of the CommitLog alone (CommitLog.recoverNormally, recoverAbnormally):
+** scan from the chosen segment with CRC checks, call on_record for every
+** valid record when dispatching (abnormal recovery), and truncate after the
+** last valid record. *process_offset receives the recovered end; *truncated_bytes how
 ** many bytes of written data were cut (the damaged tail), so callers can say so.
 */
 typedef void (*rmq_record_cb)(void *ctx, const rmq_message *m);
@@ -156,7 +167,10 @@ int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
                                     int32_t queue_id, int64_t next_offset);
 
-/* tagsCode of a decoded record (§3.5, the SCHEDULE_TOPIC_XXXX delivery-time exception). */
+/*
+** tagsCode of a decoded record (CommitLog.checkMessageAndReturnSize, with
+** the SCHEDULE_TOPIC_XXXX delivery-time exception).
+*/
 int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m);
 /* The same, given the record's TAGS value (NULL when it has none). */
 int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, const char *tags,

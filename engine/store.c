@@ -2,7 +2,7 @@
 ** store.c: DefaultMessageStore: open, recover, run and close a store
 ** (see rmq.h).
 **
-** Open (spec §8.1): take the lock (writable stores), note whether `abort`
+** Open (DefaultMessageStore.load): take the lock (writable stores), note whether `abort`
 ** exists (the last exit was not clean), load the CommitLog segments, the
 ** checkpoint, the consume queues and the index files, recover (consume
 ** queues first, then the CommitLog, dispatching every record it scans when
@@ -133,7 +133,7 @@ static void store_path(const rmq_store *s, const char *name, char *out, size_t c
   snprintf(out, cap, "%s/%s", s->dir, name);
 }
 
-/* The POSIX record lock on byte 0 of `lock`, as a Java broker takes it (spec §7.3). */
+/* The POSIX record lock on byte 0 of `lock`, as DefaultMessageStore.start takes it. */
 static int take_lock(rmq_store *s, rmq_err *err) {
   char path[4096];
   store_path(s, "lock", path, sizeof path);
@@ -221,7 +221,7 @@ static int64_t cq_max_physic(rmq_store *s) {
   return max;
 }
 
-/* recoverTopicQueueTable (spec §8.6): queue offsets go on from each queue's end. */
+/* recoverTopicQueueTable: queue offsets go on from each queue's end. */
 static int recover_topic_queue_table(rmq_store *s, rmq_err *err) {
   rmq_consume_queue **all;
   int n;
@@ -248,7 +248,7 @@ static void dispatch_scanned(void *ctx, const rmq_message *m) {
 }
 
 /*
-** Consume queues first, then the CommitLog (spec §8.1 steps 6-8). A
+** Consume queues first, then the CommitLog (DefaultMessageStore.recover). A
 ** read-only store is only scanned for its end: nothing is dispatched or cut
 ** on disk.
 */
@@ -271,7 +271,7 @@ static int recover(rmq_store *s, rmq_err *err) {
   return rc == RMQ_OK ? recover_topic_queue_table(s, err) : rc;
 }
 
-/* Dispatch what the consume queues lack (spec §8.1 step 10) and wait for it. */
+/* Dispatch what the consume queues lack (ReputMessageService) and wait for it. */
 static int catch_up(rmq_store *s, rmq_err *err) {
   int64_t from = cq_max_physic(s), min = rmq_commitlog_min_offset(&s->commitlog);
   int rc = rmq_reput_start(s->reput, from > min ? from : min, err);
@@ -417,7 +417,7 @@ typedef struct put_args {
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   int64_t end = 0;
-  int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n,
+  int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n, NULL,
                                                 a->first_offset, &end, err)
                     : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
@@ -524,7 +524,7 @@ int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_
     rmq_commitlog_ref ref;
     rmq_message m;
     rmq_err e = {0};
-    if (i > 0 && offsets[i] == offsets[i - 1]) continue; /* indexed twice (spec §6.4) */
+    if (i > 0 && offsets[i] == offsets[i - 1]) continue; /* indexed twice (buildIndex) */
     if (rmq_commitlog_read_message(&s->commitlog, offsets[i], false, &ref, &m, &e) != RMQ_OK) {
       continue; /* expired or cut by recovery since it was indexed */
     }

@@ -4,7 +4,10 @@
 ** the restart (abnormal recovery), byte for byte.
 **
 ** The child runs three producer threads; after each successful put it
-** writes (offset, size, thread, seq) to a pipe. The parent reads the pipe
+** writes (offset, size, thread, seq) to a pipe. Two put one message at a
+** time (rmq_store_put); the third encodes one to five messages ahead and
+** appends them from two spans (rmq_store_encode, rmq_store_put_encoded), as
+** SQL's COMMIT does. Both go through the one append path. The parent reads the pipe
 ** while the child runs, kills it at a random moment, then reopens the store
 ** and reads every acknowledged record back, finds each by its key through
 ** the index, and checks that every consume-queue entry points at a valid
@@ -44,6 +47,21 @@ static int make_body(char *buf, int round, int thread, int seq) {
   return len;
 }
 
+static const char *const topics[3] = {"Crash0", "Crash1", "Crash2"};
+
+/* Message seq of a producer: its topic, queue, body and key follow from (round, thread, seq). */
+static rmq_message *make_message(tu_msg *t, char *body, const producer_arg *a, int seq) {
+  char kv[64];
+  int len = make_body(body, a->round, a->thread, seq);
+  snprintf(kv, sizeof kv, "KEYS=r%dt%ds%d", a->round, a->thread, seq);
+  return tu_message(t, topics[a->thread], seq % 4, body, len, kv);
+}
+
+static bool send_ack(const producer_arg *a, int64_t offset, int32_t size, int seq) {
+  ack k = {offset, size, a->round, a->thread, seq};
+  return write(a->fd, &k, sizeof k) == (ssize_t)sizeof k;
+}
+
 static void *produce(void *p) {
   producer_arg *a = p;
   char body[2048];
@@ -51,16 +69,49 @@ static void *produce(void *p) {
   for (int seq = 0;; seq++) {
     rmq_put_result r;
     rmq_err err = {0};
-    int len = make_body(body, a->round, a->thread, seq);
-    char topic[24], kv[64];
-    snprintf(topic, sizeof topic, "Crash%d", a->thread);
-    snprintf(kv, sizeof kv, "KEYS=r%dt%ds%d", a->round, a->thread, seq);
-    if (rmq_store_put(a->s, tu_message(&t, topic, seq % 4, body, len, kv), 1, &r, &err) !=
-        RMQ_OK) {
+    if (rmq_store_put(a->s, make_message(&t, body, a, seq), 1, &r, &err) != RMQ_OK) continue;
+    if (!send_ack(a, r.physical_offset, r.size, seq)) return NULL;
+  }
+}
+
+#define BATCH_MAX 5
+#define SPAN_CAP (BATCH_MAX * 2048)
+
+/* Encode messages seq..seq+n-1 into two spans, the first `split` into the first span. */
+static bool encode_batch(const producer_arg *a, int seq, int n, int split,
+                         uint8_t bufs[2][SPAN_CAP], rmq_span spans[2], int32_t *lens) {
+  char body[2048];
+  tu_msg t;
+  spans[0] = (rmq_span){bufs[0], 0};
+  spans[1] = (rmq_span){bufs[1], 0};
+  for (int i = 0; i < n; i++) {
+    rmq_span *sp = &spans[i < split ? 0 : 1];
+    rmq_err err = {0};
+    lens[i] = rmq_store_encode(a->s, make_message(&t, body, a, seq + i), sp->data + sp->len,
+                               SPAN_CAP - sp->len, &err);
+    if (lens[i] <= 0 || (size_t)lens[i] > SPAN_CAP - sp->len) return false;
+    sp->len += (size_t)lens[i];
+  }
+  return true;
+}
+
+static void *produce_encoded(void *p) {
+  producer_arg *a = p;
+  static uint8_t bufs[2][SPAN_CAP];
+  for (int seq = 0;;) {
+    int n = 1 + seq % BATCH_MAX, split = 1 + seq % n;
+    rmq_span spans[2];
+    int32_t lens[BATCH_MAX];
+    int64_t first;
+    rmq_err err = {0};
+    if (!encode_batch(a, seq, n, split, bufs, spans, lens)) return NULL;
+    if (rmq_store_put_encoded(a->s, spans, split < n ? 2 : 1, n, &first, &err) != RMQ_OK) {
       continue;
     }
-    ack k = {r.physical_offset, r.size, a->round, a->thread, seq};
-    if (write(a->fd, &k, sizeof k) != (ssize_t)sizeof k) return NULL;
+    for (int i = 0; i < n; first += lens[i++]) {
+      if (!send_ack(a, first, lens[i], seq + i)) return NULL;
+    }
+    seq += n;
   }
 }
 
@@ -78,7 +129,7 @@ static void child(const char *dir, int fd, int round) {
   producer_arg args[3];
   for (int i = 0; i < 3; i++) {
     args[i] = (producer_arg){s, fd, round, i};
-    pthread_create(&th[i], NULL, produce, &args[i]);
+    pthread_create(&th[i], NULL, i == 2 ? produce_encoded : produce, &args[i]);
   }
   for (;;) pause();
 }
@@ -150,7 +201,9 @@ static int verify_queues(rmq_store *s) {
         }
         bool ok = m.total_size == e.size && m.queue_id == q && m.queue_offset == i &&
                   m.topic_len == (int)strlen(topic) && memcmp(m.topic, topic, strlen(topic)) == 0;
-        if (!ok && bad++ < 5) fprintf(stderr, "  %s/%d@%lld: wrong record\n", topic, q, (long long)i);
+        if (!ok && bad++ < 5) {
+          fprintf(stderr, "  %s/%d@%lld: wrong record\n", topic, q, (long long)i);
+        }
         rmq_commitlog_ref_release(&ref);
       }
     }
@@ -176,7 +229,9 @@ static int verify(const char *dir, const ack *acks, int from, int n, int64_t *en
     int len = make_body(body, acks[i].round, acks[i].thread, acks[i].seq);
     if (rmq_commitlog_read_message(rmq_store_commitlog(s), acks[i].offset, true, &ref, &m, &e) !=
         RMQ_OK) {
-      if (missing++ < 5) fprintf(stderr, "  missing ack at %lld: %s\n", (long long)acks[i].offset, e.msg);
+      if (missing++ < 5) {
+        fprintf(stderr, "  missing ack at %lld: %s\n", (long long)acks[i].offset, e.msg);
+      }
       continue;
     }
     if (m.total_size != acks[i].size || m.body_len != len || memcmp(m.body, body, (size_t)len)) {
@@ -210,8 +265,11 @@ int main(void) {
     n = collect(pid, fds[0], 400 + rand() % 600, acks, n);
     close(fds[0]);
     int64_t end = 0;
-    printf("round %d: %d acknowledged puts\n", round, n - before);
-    CHECK(n - before > 10);
+    int per_thread[3] = {0};
+    for (int i = before; i < n; i++) per_thread[acks[i].thread]++;
+    printf("round %d: %d acknowledged puts (%d, %d; %d encoded)\n", round, n - before,
+           per_thread[0], per_thread[1], per_thread[2]);
+    for (int t = 0; t < 3; t++) CHECK(per_thread[t] > 10);
     CHECK_EQ_INT(verify(dir, acks, 0, n, &end), 0);
     CHECK(end >= acks[n - 1].offset + acks[n - 1].size);
   }
