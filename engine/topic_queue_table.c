@@ -20,8 +20,8 @@ static uint64_t tqt_hash(const char *topic, size_t len, int32_t queue_id) {
 }
 
 /* The slot of (topic, queue_id): its entry, or the empty slot where it would go. */
-static rmq_tqt_entry *tqt_slot(rmq_tqt_entry *slots, size_t cap, const char *topic, size_t len,
-                               int32_t queue_id, uint64_t h) {
+static inline rmq_tqt_entry *tqt_slot(rmq_tqt_entry *slots, size_t cap, const char *topic,
+                                      size_t len, int32_t queue_id, uint64_t h) {
   size_t mask = cap - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     rmq_tqt_entry *e = &slots[i];
