@@ -645,4 +645,52 @@ typedef struct rmq_stats {
 */
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
 
+/* ================================================================ batches
+**
+** A transaction's rows, kept until COMMIT appends them as one contiguous
+** batch (engine/batch.c). RocketMQ has no counterpart: a broker appends a
+** message, or a producer's batch, when it arrives. Each row is encoded when
+** it is added, as the record the store will append, into the store's
+** staging memory (rmq_store_staging_take); the append copies the records
+** once, the store filling in offsets and store time. One staging chunk is
+** kept between transactions; rmq_batch_free gives everything back, and
+** must come before the store is closed.
+**
+** Savepoint levels are SQLite's: rmq_batch_savepoint(level) opens levels up
+** to level (each marking where the batch ends now), rmq_batch_release(level)
+** closes level and those above it, rmq_batch_rollback_to(level) drops the
+** rows added since level was opened and keeps it open. Levels are >= 0.
+*/
+typedef struct rmq_batch rmq_batch;
+
+/* An empty batch for s; NULL when out of memory. No staging memory is taken yet. */
+rmq_batch *rmq_batch_new(rmq_store *s);
+/*
+** Encode m (checked as rmq_store_put checks it, a delayed message
+** rewritten) at the batch's end. Errors are rmq_store_encode's (RMQ_EINVAL
+** names the limit), or RMQ_ENOMEM when no staging memory can be had; the
+** batch is then as it was.
+*/
+int rmq_batch_add(rmq_batch *b, const rmq_message *m, rmq_err *err);
+/* Records in the batch. */
+int rmq_batch_count(const rmq_batch *b);
+/* Open savepoint levels up to level. RMQ_ENOMEM: the level is not opened. */
+int rmq_batch_savepoint(rmq_batch *b, int level, rmq_err *err);
+void rmq_batch_release(rmq_batch *b, int level);
+/* Drop exactly the rows added since level was opened; a level not open is a no-op. */
+void rmq_batch_rollback_to(rmq_batch *b, int level);
+/* Drop every row; open levels stay open, marking the empty batch. */
+void rmq_batch_clear(rmq_batch *b);
+/*
+** Append the batch as one contiguous batch (rmq_store_put_encoded: flushed
+** as rmq_store_put is) and clear it; *first_offset: the first record's
+** offset, -1 for an empty batch, which appends nothing. Errors are
+** rmq_store_put_encoded's (RMQ_EINVAL naming commitlog_file_size for a
+** batch larger than a segment, RMQ_EFULL, RMQ_EIO, RMQ_EPOISONED, ...) or
+** RMQ_ENOMEM; the batch is then intact and can be appended again.
+*/
+int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err);
+/* Give the batch's memory back (NULL: nothing). */
+void rmq_batch_free(rmq_batch *b);
+
 #endif

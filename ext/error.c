@@ -1,7 +1,7 @@
 /*
 ** error.c: the extension's error messages (see rmq_ext.h): formatted with
 ** sqlite3_mprintf and set on a table (its zErrMsg, which a cursor's errors
-** also go to) or on a function's context.
+** also go to), on a function's context, or in an errmsg out-parameter.
 */
 #include <stdarg.h>
 
@@ -28,4 +28,12 @@ void rmqx_result_error(sqlite3_context *ctx, const char *fmt, ...) {
   }
   sqlite3_result_error(ctx, msg, -1);
   sqlite3_free(msg);
+}
+
+int rmqx_errmsg(char **errmsg, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  *errmsg = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  return *errmsg ? rc : SQLITE_NOMEM;
 }

@@ -19,10 +19,12 @@ SQLITE_EXTENSION_INIT3
 ** error.c: errors for the user, formatted as sqlite3_mprintf formats. On a
 ** table (a cursor's errors go to its table, cur->pVtab): returns
 ** SQLITE_ERROR, or SQLITE_NOMEM when the message could not be made. On a
-** function's context: the error, or SQLITE_NOMEM.
+** function's context: the error, or SQLITE_NOMEM. In an errmsg
+** out-parameter (xCreate's, a row check's): returns rc, or SQLITE_NOMEM.
 */
 int rmqx_vtab_error(sqlite3_vtab *vt, const char *fmt, ...);
 void rmqx_result_error(sqlite3_context *ctx, const char *fmt, ...);
+int rmqx_errmsg(char **errmsg, int rc, const char *fmt, ...);
 
 /* Registration, one function per file. */
 int rmqx_register_store_table(sqlite3 *db);        /* vtab_store.c: rocketmq */
@@ -53,6 +55,20 @@ void rmqx_reader_close(rmqx_reader *r);
 ** started. On failure *errmsg is a sqlite3_malloc'd message.
 */
 int rmqx_reader_wait_dispatched(rmqx_reader *r, char **errmsg);
+
+/*
+** bounds.c: the integers an INTEGER column can hold under range
+** constraints, [lo, hi] (none when lo > hi). rmqx_bounds_narrow narrows b by
+** `column op v` (op: SQLITE_INDEX_CONSTRAINT_EQ, GT, GE, LT or LE) as SQLite
+** compares: a real rounded to the integers on its side, NULL matching
+** nothing, text that is no number bounding nothing, saturating at the
+** int64 limits. SQLite still re-checks every row.
+*/
+typedef struct rmqx_bounds {
+  int64_t lo, hi;
+} rmqx_bounds;
+
+void rmqx_bounds_narrow(rmqx_bounds *b, int op, sqlite3_value *v);
 
 /*
 ** tvf.c: the pieces shared by the read-only, table-valued companion tables.
@@ -96,7 +112,7 @@ void *rmqx_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
 int rmqx_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready);
 /* xFilter: the "missing argument" error of a plan that is not ready, else SQLITE_OK. */
 int rmqx_tvf_check_args(sqlite3_vtab *vt, int idx);
-/* xFilter: narrow *lo and *hi (the caller's defaults) to the range bounds in argv. */
+/* xFilter: narrow [*lo, *hi] (the caller's defaults) by the range bounds in argv (rmqx_bounds). */
 void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi);
 
 /*
@@ -115,6 +131,52 @@ int rmqx_tvf_dir_open(rmqx_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v);
 /* rmqx_reader_wait_dispatched, its failure an error on vt. */
 int rmqx_tvf_dir_wait_dispatched(rmqx_tvf_dir *d, sqlite3_vtab *vt);
 void rmqx_tvf_dir_close(rmqx_tvf_dir *d);
+
+/*
+** row.c: a row INSERTed into the rocketmq table, checked and turned into
+** the message to append, as a RocketMQ producer checks and completes a
+** message before sending it. A row that breaks a rule is SQLITE_CONSTRAINT
+** (so INSERT OR IGNORE skips it) with *errmsg, sqlite3_malloc'd, naming
+** the limit; otherwise SQLITE_OK, or SQLITE_NOMEM.
+*/
+
+/* An INSERT's values by column (SQL NULL for a column not given); rowid is commitlog_offset's. */
+typedef struct rmqx_row {
+  sqlite3_value *rowid;
+  /* what a producer gives */
+  sqlite3_value *topic, *queue_id, *tags, *keys, *uniq_key, *body, *properties, *delay_level,
+      *flag, *born_timestamp, *born_host;
+  /* what the store assigns, and the search inputs: an INSERT may not give them */
+  sqlite3_value *commitlog_offset, *size, *msg_id, *queue_offset, *body_text, *sys_flag,
+      *body_crc, *store_timestamp, *store_host, *reconsume_times, *prepared_transaction_offset,
+      *key, *wait_ms;
+} rmqx_row;
+
+/* What a table keeps from one row to the next. */
+typedef struct rmqx_row_state {
+  rmq_uniq_key_gen *uniq;
+  int delay_levels;                       /* levels 1 to this are defined (the table's argument) */
+  uint32_t next_queue;                    /* round robin over default_queues */
+  char last_topic[RMQ_MAX_TOPIC_LEN + 1]; /* the topic accepted last (producers repeat it) */
+  size_t last_topic_len;
+  char last_host_text[64];                /* the born_host text parsed last, and its value */
+  size_t last_host_len;
+  rmq_host last_host;
+} rmqx_row_state;
+
+/* A row's message; it points into this struct and into the row's values. */
+typedef struct rmqx_row_message {
+  rmq_message m;
+  char topic[RMQ_MAX_TOPIC_LEN + 1];
+  char props[RMQ_MAX_PROPERTIES_LEN + 1];
+} rmqx_row_message;
+
+/* cfg: the table's arguments (delay_levels). SQLITE_NOMEM or SQLITE_OK. */
+int rmqx_row_state_init(rmqx_row_state *st, const rmq_config *cfg);
+void rmqx_row_state_free(rmqx_row_state *st);
+/* Check row and build its message in *out; cfg: the store's (default_queues, max_message_size). */
+int rmqx_row_message_build(rmqx_row_state *st, const rmq_config *cfg, const rmqx_row *row,
+                          rmqx_row_message *out, char **errmsg);
 
 /*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING

@@ -21,7 +21,6 @@
 **                           to the next on the same directory
 ** Their errors start with the table's name.
 */
-#include <math.h>
 #include <string.h>
 
 #include "rmq_ext.h"
@@ -130,7 +129,7 @@ static int use_slots(const rmqx_tvf *t, sqlite3_index_info *info, const int *slo
     if (slot[b] < 0) continue;
     idx |= 1 << b;
     info->aConstraintUsage[slot[b]].argvIndex = ++argc;
-    /* SQLite still checks the bounds: rmqx_tvf_range rounds a REAL one outward. */
+    /* SQLite still checks the bounds: text that is no number bounds nothing here. */
     info->aConstraintUsage[slot[b]].omit = b < t->n_args;
   }
   return idx;
@@ -177,33 +176,19 @@ int rmqx_tvf_check_args(sqlite3_vtab *vt, int idx) {
   return SQLITE_OK;
 }
 
-/* An integer bound from v: exact for integers, rounded outward for reals; false otherwise. */
-static bool bound(sqlite3_value *v, bool lower, int64_t *out) {
-  switch (sqlite3_value_numeric_type(v)) {
-    case SQLITE_INTEGER:
-      *out = sqlite3_value_int64(v);
-      return true;
-    case SQLITE_FLOAT: {
-      double d = lower ? floor(sqlite3_value_double(v)) : ceil(sqlite3_value_double(v));
-      if (d <= -9.2e18) d = -9.2e18;
-      if (d >= 9.2e18) d = 9.2e18;
-      *out = (int64_t)d;
-      return true;
-    }
-    default:
-      return false; /* no integer satisfies it; SQLite's own check drops every row */
-  }
-}
-
 void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi) {
+  static const int ops[RANGE_NBITS] = {SQLITE_INDEX_CONSTRAINT_EQ, SQLITE_INDEX_CONSTRAINT_GE,
+                                       SQLITE_INDEX_CONSTRAINT_GT, SQLITE_INDEX_CONSTRAINT_LE,
+                                       SQLITE_INDEX_CONSTRAINT_LT};
   int n_args = tvf_of(vt)->n_args;
   int a = 0;
   for (int b = 0; b < n_args; b++) a += (idx >> b) & 1;
-  int64_t v;
-  int range = idx >> n_args;
-  if ((range & (1 << RANGE_EQ)) && bound(argv[a++], true, &v)) *lo = *hi = v;
-  if ((range & ((1 << RANGE_GE) | (1 << RANGE_GT))) && bound(argv[a++], true, &v)) *lo = v;
-  if ((range & ((1 << RANGE_LE) | (1 << RANGE_LT))) && bound(argv[a++], false, &v)) *hi = v;
+  rmqx_bounds bounds = {*lo, *hi};
+  for (int r = 0; r < RANGE_NBITS; r++) {
+    if (idx & (1 << (n_args + r))) rmqx_bounds_narrow(&bounds, ops[r], argv[a++]);
+  }
+  *lo = bounds.lo;
+  *hi = bounds.hi;
 }
 
 /* ------------------------------------------------------------ the store read */

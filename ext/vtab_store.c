@@ -23,7 +23,7 @@
 ** wait_ms are HIDDEN: delay_level is an INSERT input, key and wait_ms are
 ** search inputs.
 **
-** INSERT. The row is checked (topic rules and not a system topic, queue id,
+** INSERT. The row is checked (row.c: topic rules and not a system topic, queue id,
 ** sizes, JSON properties, delay level) before anything is appended; a bad
 ** row is an error naming the limit (SQLITE_CONSTRAINT, so INSERT OR IGNORE
 ** skips it). Columns the store assigns cannot be given. In autocommit mode
@@ -54,8 +54,11 @@
 ** key and wait_ms are no columns SQLite can re-check, so their plans win over
 ** the point reads, and a query that gives them without what they need
 ** (topic; topic and queue_id) is an error. Bounds are taken as SQLite
-** compares: reals are rounded outwards, NULL matches nothing, and text that
-** is no number bounds nothing (SQLite re-checks every row anyway).
+** compares (bounds.c): reals are rounded to the integers on their side,
+** NULL matches nothing, and text that is no number bounds nothing (SQLite
+** re-checks every row anyway). A plan costs the rows it reads; a scan is
+** priced as unbounded, so that in a join SQLite reads the log through the
+** plans that the other tables' rows feed (plan_rows).
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
@@ -87,65 +90,26 @@ enum {
 
 /* ------------------------------------------------------------ the table */
 
-/*
-** Rows inserted inside a transaction wait for COMMIT as the records the
-** store will append (rmq_store_encode), end to end in an arena of the store's
-** staging chunks, whose pages its allocation thread maps in ahead
-** (staging.h). COMMIT appends the arena's blocks with one copy, the store
-** filling in offsets and store time (rmq_store_put_encoded). The arena is
-** emptied at COMMIT or ROLLBACK and cut back at ROLLBACK TO. Nothing is
-** allocated per row: the INSERT path is hot.
-*/
-typedef struct arena_block {
-  struct arena_block *next;
-  size_t used, cap;
-  uint8_t data[];
-} arena_block;
-
-/* Room in a block made of a staging chunk; a row larger than that gets a malloc'ed block. */
-#define STAGED_CAP (RMQ_STAGING_CHUNK - sizeof(arena_block))
-
-/* Where the arena ended when a savepoint was opened. */
-typedef struct arena_mark {
-  arena_block *block; /* the newest block then, NULL if none */
-  size_t used;
-  int npending;
-} arena_mark;
-
 typedef struct store_vtab {
   sqlite3_vtab base;
   sqlite3 *db;
   rmq_store *store;       /* NULL until opened when connecting could not (store_ready) */
+  rmq_batch *batch;       /* the open transaction's rows; NULL while store is */
   char *dir;
   rmq_config cfg;
-  rmq_uniq_key_gen *uniq;
-  int64_t delay_ms[RMQ_MAX_DELAY_LEVELS];
-  int delay_levels;
+  rmqx_row_state row;      /* what INSERT keeps from one row to the next (row.c) */
   bool readonly;          /* readonly=1, even when the engine it shares is writable */
-  uint32_t next_queue;    /* round robin over default_queues */
-  char last_topic[RMQ_MAX_TOPIC_LEN + 1]; /* the topic accepted last (producers repeat it) */
-  size_t last_topic_len;
-  char last_host_text[64];/* the born_host text parsed last, and its value */
-  size_t last_host_len;
-  rmq_host last_host;
-  int npending;           /* rows of the open transaction */
-  arena_block *arena;     /* their records; the newest block first */
-  arena_mark *savepoints; /* the arena at each open savepoint level */
-  int nsavepoints, savepoint_cap;
 } store_vtab;
-
-static int set_vtab_error(sqlite3_vtab *vt, const char *fmt, const char *msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = sqlite3_mprintf(fmt, msg);
-  return SQLITE_ERROR;
-}
 
 /*
 ** xCreate and xConnect. CREATE fails when the store cannot be opened. A
 ** connect (a table of the schema, used for the first time) that cannot open
 ** it, say because another process has it locked, still succeeds: the error
 ** then comes from every statement that uses the table (store_ready retries),
-** and DROP TABLE, which needs a connected table, still works.
+** and DROP TABLE, which needs a connected table, still works. The batch is
+** made with the store: a table just created takes part in the transaction
+** without an xBegin, and one that could not connect gets its xBegin before
+** anything else of a transaction.
 */
 static int store_init(sqlite3 *db, int argc, const char *const *argv, bool create,
                       sqlite3_vtab **out, char **errmsg) {
@@ -160,12 +124,11 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
   if (rc == SQLITE_OK) {
     vt->readonly = vt->cfg.readonly;
     rmq_err err = {0};
-    rmq_parse_delay_levels(vt->cfg.delay_levels, vt->delay_ms, RMQ_MAX_DELAY_LEVELS,
-                           &vt->delay_levels, &err);
     if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
       *errmsg = sqlite3_mprintf("%s", err.msg);
       rc = SQLITE_ERROR;
-    } else if ((vt->uniq = rmq_uniq_key_gen_new()) == NULL) {
+    } else if (rmqx_row_state_init(&vt->row, &vt->cfg) != SQLITE_OK ||
+               (vt->store && (vt->batch = rmq_batch_new(vt->store)) == NULL)) {
       rc = SQLITE_NOMEM;
     }
   }
@@ -173,6 +136,8 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     *out = &vt->base;
   } else if (vt) {
+    rmq_batch_free(vt->batch);
+    rmqx_row_state_free(&vt->row);
     rmq_store_release(vt->store);
     sqlite3_free(vt->dir);
     sqlite3_free(vt);
@@ -192,78 +157,20 @@ static int store_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
   return store_init(db, argc, argv, false, out, errmsg);
 }
 
-/* The store open, or the error why it cannot be (see store_init). */
+/* The store open and its batch made, or the error why not (see store_init). */
 static int store_ready(store_vtab *vt) {
-  if (vt->store) return SQLITE_OK;
+  if (vt->batch) return SQLITE_OK;
   rmq_err err = {0};
-  if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) == RMQ_OK) return SQLITE_OK;
-  return rmqx_vtab_error(&vt->base, "%s", err.msg);
-}
-
-static arena_block *arena_block_new(store_vtab *vt, size_t n) {
-  bool staged = n <= STAGED_CAP;
-  arena_block *b = staged ? rmq_store_staging_take(vt->store) : malloc(sizeof *b + n);
-  if (!b) return NULL;
-  b->used = 0;
-  b->cap = staged ? STAGED_CAP : n;
-  b->next = vt->arena;
-  vt->arena = b;
-  return b;
-}
-
-static void arena_block_free(store_vtab *vt, arena_block *b) {
-  if (b->cap == STAGED_CAP) {
-    rmq_store_staging_give(vt->store, b);
-  } else {
-    free(b);
+  if (!vt->store && rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK) {
+    return rmqx_vtab_error(&vt->base, "%s", err.msg);
   }
-}
-
-/* Give every block back; with keep_one, the newest staging chunk stays, emptied. */
-static void arena_clear(store_vtab *vt, bool keep_one) {
-  arena_block *kept = NULL;
-  while (vt->arena) {
-    arena_block *b = vt->arena;
-    vt->arena = b->next;
-    if (keep_one && !kept && b->cap == STAGED_CAP) {
-      kept = b;
-    } else {
-      arena_block_free(vt, b);
-    }
-  }
-  if (kept) {
-    kept->next = NULL;
-    kept->used = 0;
-  }
-  vt->arena = kept;
-}
-
-/* Forget the transaction's rows (one chunk stays for reuse). */
-static void pending_clear(store_vtab *vt) {
-  vt->npending = 0;
-  arena_clear(vt, true);
-}
-
-/* Cut the arena back to a savepoint's mark. */
-static void pending_rollback(store_vtab *vt, const arena_mark *m) {
-  if (!m->block) {
-    pending_clear(vt);
-    return;
-  }
-  while (vt->arena != m->block) {
-    arena_block *b = vt->arena;
-    vt->arena = b->next;
-    arena_block_free(vt, b);
-  }
-  m->block->used = m->used;
-  vt->npending = m->npending;
+  return (vt->batch = rmq_batch_new(vt->store)) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static int store_disconnect(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  arena_clear(vt, false);
-  sqlite3_free(vt->savepoints);
-  rmq_uniq_key_gen_free(vt->uniq);
+  rmq_batch_free(vt->batch);
+  rmqx_row_state_free(&vt->row);
   rmq_store_release(vt->store);
   sqlite3_free(vt->dir);
   sqlite3_free(vt);
@@ -272,44 +179,59 @@ static int store_disconnect(sqlite3_vtab *base) {
 
 /* ------------------------------------------------------------- xBestIndex */
 
-/* Constraint slots, in the order their values reach xFilter's argv. */
+/*
+** Constraint slots, in the order their values reach xFilter's argv. A
+** column's bounds follow each other in the order =, >=, >, <=, < (RANGE_*).
+*/
 enum {
   S_OFFSET_EQ, S_MSGID, S_TOPIC, S_KEY, S_UNIQ, S_QUEUE, S_QOFF_EQ, S_QOFF_GE, S_QOFF_GT,
   S_QOFF_LE, S_QOFF_LT, S_TAGS, S_WAIT, S_OFF_GE, S_OFF_GT, S_OFF_LE, S_OFF_LT, S_TS_GE,
   S_TS_GT, S_COUNT
 };
 #define BIT(s) (1 << (s))
-#define QOFF_BITS (BIT(S_QOFF_EQ) | BIT(S_QOFF_GE) | BIT(S_QOFF_GT) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT))
+#define QOFF_BITS \
+  (BIT(S_QOFF_EQ) | BIT(S_QOFF_GE) | BIT(S_QOFF_GT) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT))
 #define OFF_BITS (BIT(S_OFF_GE) | BIT(S_OFF_GT) | BIT(S_OFF_LE) | BIT(S_OFF_LT))
 #define TS_BITS (BIT(S_TS_GE) | BIT(S_TS_GT))
 
+enum { RANGE_EQ, RANGE_GE, RANGE_GT, RANGE_LE, RANGE_LT };
+
+/* A bound's place among a column's slots, or -1 for an operator no plan takes. */
+static int range_op(int op) {
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_EQ: return RANGE_EQ;
+    case SQLITE_INDEX_CONSTRAINT_GE: return RANGE_GE;
+    case SQLITE_INDEX_CONSTRAINT_GT: return RANGE_GT;
+    case SQLITE_INDEX_CONSTRAINT_LE: return RANGE_LE;
+    case SQLITE_INDEX_CONSTRAINT_LT: return RANGE_LT;
+    default: return -1;
+  }
+}
+
 /* The slot a usable constraint can fill, or -1. */
 static int constraint_slot(int col, int op) {
-  bool eq = op == SQLITE_INDEX_CONSTRAINT_EQ;
+  int r = range_op(op);
+  bool eq = r == RANGE_EQ;
   switch (col) {
     case -1:
     case COL_COMMITLOG_OFFSET:
-      return eq ? S_OFFSET_EQ : op == SQLITE_INDEX_CONSTRAINT_GE ? S_OFF_GE
-           : op == SQLITE_INDEX_CONSTRAINT_GT ? S_OFF_GT : op == SQLITE_INDEX_CONSTRAINT_LE ? S_OFF_LE
-           : op == SQLITE_INDEX_CONSTRAINT_LT ? S_OFF_LT : -1;
+      return eq ? S_OFFSET_EQ : r > RANGE_EQ ? S_OFF_GE + r - RANGE_GE : -1;
     case COL_MSG_ID: return eq ? S_MSGID : -1;
     case COL_TOPIC: return eq ? S_TOPIC : -1;
     case COL_KEY: return eq ? S_KEY : -1;
     case COL_UNIQ_KEY: return eq ? S_UNIQ : -1;
     case COL_QUEUE_ID: return eq ? S_QUEUE : -1;
-    case COL_QUEUE_OFFSET:
-      return eq ? S_QOFF_EQ : op == SQLITE_INDEX_CONSTRAINT_GE ? S_QOFF_GE
-           : op == SQLITE_INDEX_CONSTRAINT_GT ? S_QOFF_GT : op == SQLITE_INDEX_CONSTRAINT_LE ? S_QOFF_LE
-           : op == SQLITE_INDEX_CONSTRAINT_LT ? S_QOFF_LT : -1;
+    case COL_QUEUE_OFFSET: return r >= 0 ? S_QOFF_EQ + r : -1;
     case COL_TAGS: return eq ? S_TAGS : -1;
     case COL_WAIT_MS: return eq ? S_WAIT : -1;
-    case COL_STORE_TIMESTAMP:
-      return op == SQLITE_INDEX_CONSTRAINT_GE ? S_TS_GE : op == SQLITE_INDEX_CONSTRAINT_GT ? S_TS_GT : -1;
+    case COL_STORE_TIMESTAMP: return r == RANGE_GE || r == RANGE_GT ? S_TS_GE + r - RANGE_GE : -1;
     default: return -1;
   }
 }
 
-typedef enum plan { PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN } plan;
+typedef enum plan {
+  PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN
+} plan;
 
 /*
 ** The slots each plan takes from what is available. key and wait_ms have no
@@ -340,7 +262,8 @@ static char *plan_name(plan p, int use) {
   static const char *const names[] = {"offset=?", "msgid", "index key", "index uniq_key", "cq",
                                       "offset range", "scan"};
   if (p != PLAN_CQ) {
-    return sqlite3_mprintf("%s%s", names[p], p == PLAN_SCAN && (use & TS_BITS) ? " store_timestamp>=?" : "");
+    bool ts = p == PLAN_SCAN && (use & TS_BITS);
+    return sqlite3_mprintf("%s%s", names[p], ts ? " store_timestamp>=?" : "");
   }
   return sqlite3_mprintf("cq topic=? queue_id=?%s%s%s%s%s%s%s%s",
                          use & BIT(S_QOFF_EQ) ? " queue_offset=?" : "",
@@ -353,7 +276,17 @@ static char *plan_name(plan p, int use) {
                          use & BIT(S_WAIT) ? " wait_ms=?" : "");
 }
 
-static double plan_cost(plan p, int use) {
+/*
+** The rows a plan reads, which is also its cost: one for a point read, a few
+** candidates for a key look-up, one queue from an offset for the consume
+** queue (fewer with an upper bound), part of the log for an offset range.
+** A scan reads the whole log, which grows without bound: it is priced as
+** SQLite's generate_series prices an unbounded span (2^31 rows). Without
+** ANALYZE SQLite takes an ordinary table for a million rows or so, and a
+** lower price made it scan the log in a join, looking the ordinary table up
+** through an automatic index, rather than read the queues its rows name.
+*/
+static double plan_rows(plan p, int use) {
   switch (p) {
     case PLAN_OFFSET:
     case PLAN_MSGID: return 1;
@@ -361,7 +294,7 @@ static double plan_cost(plan p, int use) {
     case PLAN_UNIQ: return 10;
     case PLAN_CQ: return use & (BIT(S_QOFF_EQ) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT)) ? 20 : 100;
     case PLAN_RANGE: return 10000;
-    default: return 1000000;
+    default: return INT32_MAX;
   }
 }
 
@@ -384,14 +317,14 @@ static int check_search_inputs(sqlite3_vtab *base, int present, int avail, plan 
   int pending = present & ~avail;
   if ((present & BIT(S_KEY)) && p != PLAN_KEY) {
     if (pending & (BIT(S_KEY) | BIT(S_TOPIC))) return SQLITE_CONSTRAINT;
-    return set_vtab_error(base, "%s", "key = ? needs topic = ? in the same query: the index "
+    return rmqx_vtab_error(base, "%s", "key = ? needs topic = ? in the same query: the index "
                                       "holds topic#key");
   }
   if ((present & BIT(S_WAIT)) && p != PLAN_CQ) {
     if (!(present & BIT(S_KEY)) && (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
       return SQLITE_CONSTRAINT;
     }
-    return set_vtab_error(base, "%s", "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
+    return rmqx_vtab_error(base, "%s", "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
                                       "key = ?) in the same query: it long-polls one consume "
                                       "queue");
   }
@@ -427,8 +360,8 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   info->idxNum = use;
   info->idxStr = plan_name(p, use);
   info->needToFreeIdxStr = 1;
-  info->estimatedCost = plan_cost(p, use);
-  info->estimatedRows = (sqlite3_int64)plan_cost(p, use);
+  info->estimatedCost = plan_rows(p, use);
+  info->estimatedRows = (sqlite3_int64)plan_rows(p, use);
   if (p == PLAN_OFFSET || p == PLAN_MSGID) info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
   info->orderByConsumed = !in_used && order_consumed(info, p);
   return SQLITE_OK;
@@ -635,50 +568,17 @@ typedef struct range {
   int64_t lo, hi;
 } range;
 
-static int64_t sat_inc(int64_t x) { return x == INT64_MAX ? x : x + 1; }
-
-/*
-** Narrow r by `column op v` (op a SQLITE_INDEX_CONSTRAINT_ EQ, GT, LE, LT or
-** GE) the way SQLite compares: NULL matches nothing; a number (or numeric
-** text, which the column's affinity converts) bounds the range, a real
-** rounded outwards and nothing overflowing; other text and blobs bound
-** nothing, which is safe because SQLite re-checks every row (and they sort
-** above every number, so `offset <= 'x'` holds for all rows).
-*/
+/* Narrow r by `column op v` (rmqx_bounds_narrow); v NULL: no such constraint. */
 static void range_narrow(range *r, int op, sqlite3_value *v) {
   if (!v) return;
-  int type = sqlite3_value_numeric_type(v);
-  int64_t floor_v, ceil_v; /* the integers next to v */
-  if (type == SQLITE_INTEGER) {
-    floor_v = ceil_v = sqlite3_value_int64(v);
-  } else if (type == SQLITE_FLOAT) {
-    double d = sqlite3_value_double(v);
-    if (d >= 9223372036854775807.0) {
-      floor_v = ceil_v = INT64_MAX;
-    } else if (d <= -9223372036854775807.0) {
-      floor_v = ceil_v = INT64_MIN;
-    } else {
-      int64_t t = (int64_t)d; /* toward zero */
-      floor_v = t - (d < (double)t);
-      ceil_v = t + (d > (double)t);
-    }
-  } else {
-    if (type == SQLITE_NULL) r->hi = INT64_MIN;
+  rmqx_bounds b = {INT64_MIN, INT64_MAX};
+  rmqx_bounds_narrow(&b, op, v);
+  if (b.lo > b.hi) {
+    r->hi = INT64_MIN; /* nothing matches */
     return;
   }
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
-  switch (op) {
-    case SQLITE_INDEX_CONSTRAINT_EQ: lo = ceil_v, hi = sat_inc(floor_v); break;
-    case SQLITE_INDEX_CONSTRAINT_GE: lo = ceil_v; break;
-    case SQLITE_INDEX_CONSTRAINT_GT:
-      if (floor_v == INT64_MAX) hi = INT64_MIN; /* nothing is greater */
-      else lo = floor_v + 1;
-      break;
-    case SQLITE_INDEX_CONSTRAINT_LE: hi = sat_inc(floor_v); break;
-    case SQLITE_INDEX_CONSTRAINT_LT: hi = ceil_v; break;
-  }
-  if (lo > r->lo) r->lo = lo;
-  if (hi < r->hi) r->hi = hi;
+  if (b.lo > r->lo) r->lo = b.lo;
+  if (b.hi < INT64_MAX && b.hi + 1 < r->hi) r->hi = b.hi + 1;
 }
 
 /* The store_timestamp bounds a plan takes (lower bounds only). */
@@ -890,353 +790,50 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
 
 /* ------------------------------------------------------------- INSERT */
 
-/* Columns the store assigns or that only search: an INSERT may not give them. */
-static const struct { int col; const char *name; } assigned_columns[] = {
-    {COL_COMMITLOG_OFFSET, "commitlog_offset"}, {COL_SIZE, "size"}, {COL_MSG_ID, "msg_id"},
-    {COL_QUEUE_OFFSET, "queue_offset"}, {COL_BODY_TEXT, "body_text"}, {COL_SYS_FLAG, "sys_flag"},
-    {COL_BODY_CRC, "body_crc"}, {COL_STORE_TIMESTAMP, "store_timestamp"},
-    {COL_STORE_HOST, "store_host"}, {COL_RECONSUME_TIMES, "reconsume_times"},
-    {COL_PREPARED_TX_OFFSET, "prepared_transaction_offset"}, {COL_KEY, "key"},
-    {COL_WAIT_MS, "wait_ms"},
-};
-
-/* Properties the columns or the store set; JSON properties may not name them. */
-static const struct { const char *name; const char *use; } reserved_properties[] = {
-    {"TAGS", "the tags column"}, {"KEYS", "the keys column"}, {"UNIQ_KEY", "the uniq_key column"},
-    {"DELAY", "the delay_level column"}, {"REAL_TOPIC", "the store (delayed messages)"},
-    {"REAL_QID", "the store (delayed messages)"},
-};
-
-/* System topics (RocketMQ's TopicValidator) that only the broker writes. */
-static bool system_topic(const char *t, size_t n) {
-  static const struct { const char *name; size_t len; } names[] = {
-      {"SCHEDULE_TOPIC_XXXX", 19}, {"TBW102", 6}, {"SELF_TEST_TOPIC", 15},
-      {"OFFSET_MOVED_EVENT", 18}, {"TRANS_CHECK_MAX_TIME_TOPIC", 26}, {"BenchmarkTest", 13}};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    if (n == names[i].len && memcmp(t, names[i].name, n) == 0) return true;
-  }
-  return n >= 8 && (memcmp(t, "RMQ_SYS_", 8) == 0 || memcmp(t, "rmq_sys_", 8) == 0);
-}
-
-typedef struct row_builder {
-  char topic[RMQ_MAX_TOPIC_LEN + 1];
-  size_t topic_len;
-  store_vtab *vt;
-  char *props;        /* encoded properties, RMQ_MAX_PROPERTIES_LEN + 1 bytes */
-  size_t props_len;
-  char **errmsg;
-} row_builder;
-
-/* Refuse a name or value holding RocketMQ's separators; what names it in the error. */
-static int check_separators(row_builder *b, const char *what, const char *s, size_t n) {
-  if (!rmq_properties_has_separator(s, n)) return SQLITE_OK;
-  *b->errmsg = sqlite3_mprintf("%s contains the byte 0x01 or 0x02, which separate RocketMQ's "
-                               "properties", what);
-  return SQLITE_CONSTRAINT;
-}
-
-/* Add one property, whose name and value were checked; what names it in errors. */
-static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
-                        const char *value, size_t vlen) {
-  if (rmq_properties_put(b->props, RMQ_MAX_PROPERTIES_LEN + 1, &b->props_len, name, nlen, value,
-                         vlen) == 0) {
-    return SQLITE_OK;
-  }
-  *b->errmsg = sqlite3_mprintf("%s does not fit: a message's properties are limited to %d bytes",
-                               what, RMQ_MAX_PROPERTIES_LEN);
-  return SQLITE_CONSTRAINT;
-}
-
-/* True if the properties built so far hold name (RocketMQ keeps one value per name). */
-static bool has_property(row_builder *b, const char *name, size_t nlen) {
-  rmq_properties_iter it;
-  const char *n, *v;
-  size_t n_len, v_len;
-  rmq_properties_iter_init(&it, b->props, b->props_len);
-  while (rmq_properties_next(&it, &n, &n_len, &v, &v_len)) {
-    if (n_len == nlen && memcmp(n, name, nlen) == 0) return true;
-  }
-  return false;
-}
-
-static int json_pair(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen,
-                     char **errmsg) {
-  for (size_t i = 0; i < sizeof reserved_properties / sizeof *reserved_properties; i++) {
-    if (strlen(reserved_properties[i].name) == nlen &&
-        memcmp(reserved_properties[i].name, name, nlen) == 0) {
-      *errmsg = sqlite3_mprintf("properties: %s is set by %s", reserved_properties[i].name,
-                                reserved_properties[i].use);
-      return SQLITE_CONSTRAINT;
-    }
-  }
-  if (nlen == 0 || vlen == 0) {
-    *errmsg = sqlite3_mprintf("properties: names and values must not be empty (RocketMQ drops "
-                              "such pairs)");
-    return SQLITE_CONSTRAINT;
-  }
-  row_builder *b = ctx;
-  char *what = sqlite3_mprintf("properties: %.*s", (int)nlen, name);
-  if (!what) return SQLITE_NOMEM;
-  int rc = check_separators(b, what, name, nlen);
-  if (rc == SQLITE_OK) rc = check_separators(b, what, value, vlen);
-  if (rc == SQLITE_OK && has_property(b, name, nlen)) {
-    *errmsg = sqlite3_mprintf("%s is given twice", what);
-    rc = SQLITE_CONSTRAINT;
-  }
-  if (rc == SQLITE_OK) rc = add_property(b, what, name, nlen, value, vlen);
-  sqlite3_free(what);
-  return rc;
-}
-
-static int fail(row_builder *b, const char *fmt, const char *arg) {
-  *b->errmsg = sqlite3_mprintf(fmt, arg);
-  return SQLITE_CONSTRAINT;
-}
-
-static const char *value_text(sqlite3_value *v) {
-  return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
-}
-
-/*
-** The bytes of a value and their length, NULL for SQL NULL. For a string
-** bound by the application, sqlite3_value_text would first make a
-** NUL-terminated copy (an allocation per column per row); the blob view of
-** the same value is the bytes as they are.
-*/
-static const char *value_bytes(sqlite3_value *v, size_t *len) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) return NULL;
-  const char *p = sqlite3_value_blob(v);
-  *len = (size_t)sqlite3_value_bytes(v);
-  return p ? p : "";
-}
-
-static int add_text_column(row_builder *b, sqlite3_value *v, const char *column,
-                           const char *property) {
-  size_t n;
-  const char *t = value_bytes(v, &n);
-  if (!t) return SQLITE_OK;
-  if (n == 0) return fail(b, "%s must not be empty", column);
-  int rc = check_separators(b, column, t, n);
-  return rc == SQLITE_OK ? add_property(b, column, property, strlen(property), t, n) : rc;
-}
-
-static int check_assigned(row_builder *b, sqlite3_value **cols, sqlite3_value *rowid) {
-  if (sqlite3_value_type(rowid) != SQLITE_NULL) {
-    return fail(b, "%s is assigned by the store and cannot be given", "commitlog_offset");
-  }
-  for (size_t i = 0; i < sizeof assigned_columns / sizeof *assigned_columns; i++) {
-    if (sqlite3_value_type(cols[assigned_columns[i].col]) != SQLITE_NULL) {
-      return fail(b, assigned_columns[i].col == COL_KEY || assigned_columns[i].col == COL_WAIT_MS
-                         ? "%s is a search input, not a column an INSERT can set"
-                         : "%s is assigned by the store and cannot be given",
-                  assigned_columns[i].name);
-    }
-  }
-  return SQLITE_OK;
-}
-
-/*
-** A valid, writable topic, copied NUL-terminated into b->topic; the one
-** accepted last is not checked again.
-*/
-static int check_topic(row_builder *b, sqlite3_value *v) {
-  store_vtab *vt = b->vt;
-  size_t n;
-  const char *t = value_bytes(v, &n);
-  if (!t) return fail(b, "%s is required", "topic");
-  bool same = n > 0 && n == vt->last_topic_len && memcmp(t, vt->last_topic, n) == 0;
-  if (!same && !rmq_topic_valid(t, n)) {
-    *b->errmsg = sqlite3_mprintf("topic '%.*s' is not a valid RocketMQ topic: 1 to 127 "
-                                 "characters of [A-Za-z0-9_%%|-]", (int)n, t);
-    return SQLITE_CONSTRAINT;
-  }
-  memcpy(b->topic, t, n);
-  b->topic[n] = '\0';
-  b->topic_len = n;
-  if (same) return SQLITE_OK;
-  if (system_topic(b->topic, n)) {
-    return fail(b, "topic '%s' is a system topic and cannot be written", b->topic);
-  }
-  memcpy(vt->last_topic, b->topic, n + 1);
-  vt->last_topic_len = n;
-  return SQLITE_OK;
-}
-
-static int choose_queue(row_builder *b, sqlite3_value *v, int32_t *queue_id) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) {
-    const rmq_config *cfg = rmq_store_config(b->vt->store);
-    *queue_id = (int32_t)(b->vt->next_queue++ % (uint32_t)cfg->default_queues);
-    return SQLITE_OK;
-  }
-  sqlite3_int64 q = sqlite3_value_int64(v);
-  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || q < 0 || q > INT32_MAX) {
-    return fail(b, "queue_id %s is not a non-negative integer", (const char *)sqlite3_value_text(v));
-  }
-  *queue_id = (int32_t)q;
-  return SQLITE_OK;
-}
-
-static int add_delay(row_builder *b, sqlite3_value *v) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
-  sqlite3_int64 level = sqlite3_value_int64(v);
-  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || level < 1 || level > b->vt->delay_levels) {
-    char *levels = sqlite3_mprintf("%d", b->vt->delay_levels);
-    char *msg = sqlite3_mprintf("delay_level %s is unknown: delay_levels defines levels 1 to %s",
-                                (const char *)sqlite3_value_text(v), levels);
-    sqlite3_free(levels);
-    *b->errmsg = msg;
-    return SQLITE_CONSTRAINT;
-  }
-  char t[16];
-  int n = snprintf(t, sizeof t, "%lld", (long long)level);
-  return add_property(b, "delay_level", RMQ_PROPERTY_DELAY, strlen(RMQ_PROPERTY_DELAY), t,
-                      (size_t)n);
-}
-
-static int add_uniq_key(row_builder *b, sqlite3_value *v) {
-  if (sqlite3_value_type(v) != SQLITE_NULL) {
-    return add_text_column(b, v, "uniq_key", RMQ_PROPERTY_UNIQ_KEY);
-  }
-  char key[RMQ_MSG_ID_MAX];
-  int n = rmq_uniq_key_next(b->vt->uniq, key);
-  return add_property(b, "uniq_key", RMQ_PROPERTY_UNIQ_KEY, strlen(RMQ_PROPERTY_UNIQ_KEY), key,
-                      (size_t)n);
-}
-
-static int build_properties(row_builder *b, sqlite3_value **cols) {
-  const char *json = value_text(cols[COL_PROPERTIES]);
-  int rc = json ? rmqx_properties_from_json(json, json_pair, b, b->errmsg) : SQLITE_OK;
-  if (rc == SQLITE_ERROR) rc = SQLITE_CONSTRAINT;
-  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_TAGS], "tags", RMQ_PROPERTY_TAGS);
-  if (rc == SQLITE_OK) rc = add_text_column(b, cols[COL_KEYS], "keys", RMQ_PROPERTY_KEYS);
-  if (rc == SQLITE_OK) rc = add_uniq_key(b, cols[COL_UNIQ_KEY]);
-  if (rc == SQLITE_OK) rc = add_delay(b, cols[COL_DELAY_LEVEL]);
-  return rc;
-}
-
-/* born_host parsed, with the last one remembered: producers send the same host every row. */
-static int born_host(row_builder *b, sqlite3_value *v, rmq_host *out) {
-  store_vtab *vt = b->vt;
-  size_t n;
-  const char *t = value_bytes(v, &n);
-  if (!t) t = "127.0.0.1:0", n = strlen(t);
-  if (n < sizeof vt->last_host_text && n == vt->last_host_len &&
-      memcmp(t, vt->last_host_text, n) == 0) {
-    *out = vt->last_host;
-    return SQLITE_OK;
-  }
-  char text[sizeof vt->last_host_text];
-  if (n >= sizeof text || (memcpy(text, t, n), text[n] = '\0', rmq_host_parse(text, out) != 0)) {
-    *b->errmsg = sqlite3_mprintf("born_host '%.*s' is not ip:port", (int)n, t);
-    return SQLITE_CONSTRAINT;
-  }
-  memcpy(vt->last_host_text, text, n + 1);
-  vt->last_host_len = n;
-  vt->last_host = *out;
-  return SQLITE_OK;
-}
-
-static int producer_fields(row_builder *b, sqlite3_value **cols, rmq_message *m) {
-  sqlite3_value *flag = cols[COL_FLAG], *born = cols[COL_BORN_TIMESTAMP];
-  if (sqlite3_value_type(flag) != SQLITE_NULL) {
-    sqlite3_int64 f = sqlite3_value_int64(flag);
-    if (sqlite3_value_numeric_type(flag) != SQLITE_INTEGER || f < INT32_MIN || f > INT32_MAX)
-      return fail(b, "flag %s is not a 32-bit integer", (const char *)sqlite3_value_text(flag));
-    m->flag = (int32_t)f;
-  }
-  if (sqlite3_value_type(born) == SQLITE_NULL) {
-    m->born_timestamp = rmq_now_ms();
-  } else {
-    if (sqlite3_value_numeric_type(born) != SQLITE_INTEGER)
-      return fail(b, "born_timestamp %s is not an integer (ms since the epoch)",
-                  (const char *)sqlite3_value_text(born));
-    m->born_timestamp = sqlite3_value_int64(born);
-  }
-  return born_host(b, cols[COL_BORN_HOST], &m->born_host);
-}
-
-static int check_body(row_builder *b, sqlite3_value *v, const void **body, int *len) {
-  int type = sqlite3_value_type(v);
-  if (type != SQLITE_NULL && type != SQLITE_BLOB && type != SQLITE_TEXT) {
-    return fail(b, "body must be a BLOB or TEXT, not %s", type == SQLITE_INTEGER ? "an integer" : "a real");
-  }
-  size_t n = 0;
-  *body = value_bytes(v, &n);
-  *len = (int)n;
-  int32_t max = rmq_store_config(b->vt->store)->max_message_size;
-  if (*len > max) {
-    char *n = sqlite3_mprintf("%d bytes, more than max_message_size (%d bytes)", *len, max);
-    int rc = fail(b, "body is %s", n);
-    sqlite3_free(n);
-    return rc;
-  }
-  return SQLITE_OK;
-}
-
 /* An engine call's outcome as SQLite's: a full disk is SQLITE_FULL. */
 static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
   if (rc == RMQ_OK) return SQLITE_OK;
-  set_vtab_error(&vt->base, "%s", err->msg);
+  rmqx_vtab_error(&vt->base, "%s", err->msg);
   return rc == RMQ_EFULL ? SQLITE_FULL : SQLITE_ERROR;
 }
 
-/*
-** Encode m at the arena's end (a new block when it does not fit). Returns
-** the record, *len its length; NULL with *errmsg (or out of memory).
-*/
-static uint8_t *stage_message(store_vtab *vt, const rmq_message *m, int32_t *len,
-                              char **errmsg) {
-  rmq_err err = {0};
-  arena_block *b = vt->arena;
-  size_t room = b ? b->cap - b->used : 0;
-  *len = rmq_store_encode(vt->store, m, b ? b->data + b->used : NULL, room, &err);
-  if (*len > 0 && (size_t)*len > room) {
-    if ((b = arena_block_new(vt, (size_t)*len)) == NULL) return NULL;
-    *len = rmq_store_encode(vt->store, m, b->data, b->cap, &err);
-  }
-  if (*len < 0) {
-    *errmsg = sqlite3_mprintf("%s", err.msg);
-    return NULL;
-  }
-  uint8_t *rec = b->data + b->used;
-  b->used += (size_t)*len;
-  vt->npending++;
-  return rec;
+/* The values of an INSERT's columns, by name. */
+static rmqx_row row_values(sqlite3_value *rowid, sqlite3_value **c) {
+  return (rmqx_row){
+      .rowid = rowid, .topic = c[COL_TOPIC], .queue_id = c[COL_QUEUE_ID], .tags = c[COL_TAGS],
+      .keys = c[COL_KEYS], .uniq_key = c[COL_UNIQ_KEY], .body = c[COL_BODY],
+      .properties = c[COL_PROPERTIES], .delay_level = c[COL_DELAY_LEVEL], .flag = c[COL_FLAG],
+      .born_timestamp = c[COL_BORN_TIMESTAMP], .born_host = c[COL_BORN_HOST],
+      .commitlog_offset = c[COL_COMMITLOG_OFFSET], .size = c[COL_SIZE], .msg_id = c[COL_MSG_ID],
+      .queue_offset = c[COL_QUEUE_OFFSET], .body_text = c[COL_BODY_TEXT],
+      .sys_flag = c[COL_SYS_FLAG], .body_crc = c[COL_BODY_CRC],
+      .store_timestamp = c[COL_STORE_TIMESTAMP], .store_host = c[COL_STORE_HOST],
+      .reconsume_times = c[COL_RECONSUME_TIMES],
+      .prepared_transaction_offset = c[COL_PREPARED_TX_OFFSET], .key = c[COL_KEY],
+      .wait_ms = c[COL_WAIT_MS]};
 }
 
 /*
-** Check one inserted row and stage it: *rec, *len receive its record at the
-** arena's end.
+** Check one inserted row (row.c) and add it to the batch. The engine's own
+** checks are limits too (a delayed message's grown properties).
 */
-static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, uint8_t **rec,
-                     int32_t *len, char **errmsg) {
-  char props[RMQ_MAX_PROPERTIES_LEN + 1];
-  row_builder b = {.vt = vt, .props = props, .errmsg = errmsg};
-  rmq_message m = {0};
-  const void *body = NULL;
-  int body_len = 0;
-  int rc = check_assigned(&b, cols, rowid);
-  if (rc == SQLITE_OK) rc = check_topic(&b, cols[COL_TOPIC]);
-  if (rc == SQLITE_OK) rc = choose_queue(&b, cols[COL_QUEUE_ID], &m.queue_id);
-  if (rc == SQLITE_OK) rc = check_body(&b, cols[COL_BODY], &body, &body_len);
-  if (rc == SQLITE_OK) rc = build_properties(&b, cols);
-  if (rc == SQLITE_OK) rc = producer_fields(&b, cols, &m);
+static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols, char **errmsg) {
+  rmqx_row row = row_values(rowid, cols);
+  rmqx_row_message msg;
+  int rc = rmqx_row_message_build(&vt->row, rmq_store_config(vt->store), &row, &msg, errmsg);
   if (rc != SQLITE_OK) return rc;
-  m.topic = b.topic;
-  m.topic_len = (int32_t)b.topic_len;
-  m.body = body;
-  m.body_len = body_len;
-  m.properties = props;
-  m.properties_len = (int32_t)b.props_len;
-  if ((*rec = stage_message(vt, &m, len, errmsg)) != NULL) return SQLITE_OK;
-  /* The engine's own checks are limits too (a delayed message's grown properties). */
-  return *errmsg ? SQLITE_CONSTRAINT : SQLITE_NOMEM;
+  rmq_err err = {0};
+  rc = rmq_batch_add(vt->batch, &msg.m, &err);
+  if (rc == RMQ_OK) return SQLITE_OK;
+  if (rc == RMQ_ENOMEM) return SQLITE_NOMEM;
+  *errmsg = sqlite3_mprintf("%s", err.msg);
+  return SQLITE_CONSTRAINT;
 }
 
 static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
   store_vtab *vt = (store_vtab *)base;
   if (argc == 1 || sqlite3_value_type(argv[0]) != SQLITE_NULL) {
-    return set_vtab_error(base, "%s", "rocketmq tables are append-only: the commit log is never "
+    return rmqx_vtab_error(base, "%s", "rocketmq tables are append-only: the commit log is never "
                                       "rewritten, so UPDATE and DELETE are not supported "
                                       "(messages expire after file_reserved_hours)");
   }
@@ -1244,14 +841,12 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   if (rc != SQLITE_OK) return rc;
   if (vt->readonly) {
     /* The engine may be a writable one shared with another table: refuse here. */
-    set_vtab_error(base, "store %s is open read-only (readonly=1): INSERT is not allowed",
+    rmqx_vtab_error(base, "store %s is open read-only (readonly=1): INSERT is not allowed",
                    rmq_store_dir(vt->store));
     return SQLITE_READONLY;
   }
   char *errmsg = NULL;
-  uint8_t *rec;
-  int32_t len;
-  rc = build_row(vt, argv[1], argv + 2, &rec, &len, &errmsg);
+  rc = build_row(vt, argv[1], argv + 2, &errmsg);
   if (rc == SQLITE_CONSTRAINT && sqlite3_vtab_on_conflict(vt->db) == SQLITE_IGNORE) {
     /*
     ** SQLite skips the row itself when it gets SQLITE_CONSTRAINT under OR
@@ -1271,93 +866,54 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     *rowid = -1;
     return SQLITE_OK;
   }
-  rmq_span span = {rec, (size_t)len};
   int64_t offset = 0;
   rmq_err err = {0};
-  rc = put_result(vt, rmq_store_put_encoded(vt->store, &span, 1, 1, &offset, &err), &err);
-  pending_clear(vt);
+  rc = put_result(vt, rmq_batch_append(vt->batch, &offset, &err), &err);
+  rmq_batch_clear(vt->batch);
   if (rc == SQLITE_OK) *rowid = offset;
   return rc;
 }
 
 /* --------------------------------------------------------- transactions */
 
-static int store_begin(sqlite3_vtab *base) {
-  (void)base;
-  return SQLITE_OK;
-}
+/* A write statement begins here: the store's error, if it cannot be opened, comes first. */
+static int store_begin(sqlite3_vtab *base) { return store_ready((store_vtab *)base); }
 
-/* The arena's blocks, oldest first, as spans; NULL when out of memory. */
-static rmq_span *pending_spans(store_vtab *vt, int *n) {
-  *n = 0;
-  for (arena_block *b = vt->arena; b; b = b->next) *n += b->used > 0;
-  rmq_span *spans = sqlite3_malloc64(sizeof *spans * (size_t)(*n ? *n : 1));
-  int i = *n;
-  for (arena_block *b = vt->arena; spans && b; b = b->next) {
-    if (b->used > 0) spans[--i] = (rmq_span){b->data, b->used};
-  }
-  return spans;
-}
-
-/* COMMIT appends the transaction's rows here, so that a failure can still roll it back. */
+/*
+** COMMIT appends the transaction's rows here, so that a failure can still
+** roll it back. The batch is empty once appended: a COMMIT that then fails
+** on the database file (SQLITE_BUSY) stays open and calls xSync again when
+** retried, which must not append the rows a second time.
+*/
 static int store_sync(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  if (vt->npending == 0) return SQLITE_OK;
-  int nspans;
-  rmq_span *spans = pending_spans(vt, &nspans);
-  if (!spans) return SQLITE_NOMEM;
-  rmq_err err = {0};
   int64_t first;
-  int rc = rmq_store_put_encoded(vt->store, spans, nspans, vt->npending, &first, &err);
-  sqlite3_free(spans);
-  rc = put_result(vt, rc, &err);
-  /*
-  ** Appended: forget the rows now, not at xCommit. A COMMIT that then fails
-  ** on the database file (SQLITE_BUSY) stays open and calls xSync again when
-  ** retried, which must not append them a second time.
-  */
-  if (rc == SQLITE_OK) pending_clear(vt);
-  return rc;
+  rmq_err err = {0};
+  return put_result(vt, rmq_batch_append(vt->batch, &first, &err), &err);
 }
 
 static int store_commit(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
-  pending_clear(vt);
-  vt->nsavepoints = 0;
+  rmq_batch_clear(vt->batch);
+  rmq_batch_release(vt->batch, 0);
   return SQLITE_OK;
 }
 
 static int store_rollback(sqlite3_vtab *base) { return store_commit(base); }
 
-/* SQLite opens a statement savepoint around every INSERT in a transaction: no realloc each time. */
 static int store_savepoint(sqlite3_vtab *base, int level) {
   store_vtab *vt = (store_vtab *)base;
-  if (level >= vt->savepoint_cap) {
-    int cap = level + 8;
-    arena_mark *grown = sqlite3_realloc64(vt->savepoints, sizeof *grown * (size_t)cap);
-    if (!grown) return SQLITE_NOMEM;
-    vt->savepoints = grown;
-    vt->savepoint_cap = cap;
-  }
-  arena_mark now = {vt->arena, vt->arena ? vt->arena->used : 0, vt->npending};
-  for (int i = vt->nsavepoints; i < level; i++) vt->savepoints[i] = now;
-  vt->savepoints[level] = now;
-  vt->nsavepoints = level + 1;
-  return SQLITE_OK;
+  rmq_err err = {0};
+  return rmq_batch_savepoint(vt->batch, level, &err) == RMQ_OK ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static int store_release(sqlite3_vtab *base, int level) {
-  store_vtab *vt = (store_vtab *)base;
-  if (level < vt->nsavepoints) vt->nsavepoints = level;
+  rmq_batch_release(((store_vtab *)base)->batch, level);
   return SQLITE_OK;
 }
 
 static int store_rollback_to(sqlite3_vtab *base, int level) {
-  store_vtab *vt = (store_vtab *)base;
-  if (level < vt->nsavepoints) {
-    pending_rollback(vt, &vt->savepoints[level]);
-    vt->nsavepoints = level + 1;
-  }
+  rmq_batch_rollback_to(((store_vtab *)base)->batch, level);
   return SQLITE_OK;
 }
 
