@@ -83,9 +83,8 @@ static bool hours_valid(const char *v) {
 
 static int set_text(const arg_spec *a, const char *v, char *field, char **errmsg) {
   if (strlen(v) >= a->text_cap) {
-    *errmsg = sqlite3_mprintf("%s: the value is longer than %d bytes", a->name,
-                              (int)a->text_cap - 1);
-    return SQLITE_ERROR;
+    return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s: the value is longer than %d bytes", a->name,
+                       (int)a->text_cap - 1);
   }
   memcpy(field, v, strlen(v) + 1);
   return SQLITE_OK;
@@ -99,20 +98,17 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
       errno = 0;
       long long x = strtoll(v, &end, 10);
       if (!*v || *end) {
-        *errmsg = sqlite3_mprintf("%s: '%s' is not an integer", a->name, v);
-        return SQLITE_ERROR;
+        return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s: '%s' is not an integer", a->name, v);
       }
       if (errno || x < INT32_MIN || x > INT32_MAX) {
-        *errmsg = sqlite3_mprintf("%s: %s does not fit in 32 bits", a->name, v);
-        return SQLITE_ERROR;
+        return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s: %s does not fit in 32 bits", a->name, v);
       }
       *(int32_t *)base = (int32_t)x;
       return SQLITE_OK;
     }
     case ARG_BOOL:
       if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
-        *errmsg = sqlite3_mprintf("%s: '%s' must be 0 or 1", a->name, v);
-        return SQLITE_ERROR;
+        return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s: '%s' must be 0 or 1", a->name, v);
       }
       *(bool *)base = v[0] == '1';
       return SQLITE_OK;
@@ -126,16 +122,15 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
     case ARG_TEXT: return set_text(a, v, base, errmsg);
     case ARG_FLUSH:
       if (strcmp(v, "async") != 0 && strcmp(v, "sync") != 0) {
-        *errmsg = sqlite3_mprintf("flush: '%s' must be 'async' or 'sync'", v);
-        return SQLITE_ERROR;
+        return rmqx_errmsg(errmsg, SQLITE_ERROR, "flush: '%s' must be 'async' or 'sync'", v);
       }
       cfg->flush_sync = v[0] == 's';
       return SQLITE_OK;
     case ARG_HOST:
       if (rmq_host_parse(v, (rmq_host *)base) != 0) {
-        *errmsg = sqlite3_mprintf("store_host: '%s' is not ip:port (e.g. 10.0.0.5:10911 or "
-                                  "[2001:db8::5]:10911)", v);
-        return SQLITE_ERROR;
+        return rmqx_errmsg(errmsg, SQLITE_ERROR,
+                           "store_host: '%s' is not ip:port (e.g. 10.0.0.5:10911 or "
+                           "[2001:db8::5]:10911)", v);
       }
       return SQLITE_OK;
   }
@@ -146,8 +141,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
                      char **errmsg) {
   const char *eq = strchr(arg, '=');
   if (!eq) {
-    *errmsg = sqlite3_mprintf("argument '%s' is not key=value", arg);
-    return SQLITE_ERROR;
+    return rmqx_errmsg(errmsg, SQLITE_ERROR, "argument '%s' is not key=value", arg);
   }
   char *key = sqlite3_mprintf("%.*s", (int)(eq - arg), arg);
   char *value = unquote(eq + 1);
@@ -192,13 +186,11 @@ int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **d
     if (parse_one(argv[i], cfg, dir, &seen, errmsg) != SQLITE_OK) return SQLITE_ERROR;
   }
   if (!*dir || !**dir) {
-    *errmsg = sqlite3_mprintf("the argument dir='path/to/store' is required");
-    return SQLITE_ERROR;
+    return rmqx_errmsg(errmsg, SQLITE_ERROR, "the argument dir='path/to/store' is required");
   }
   rmq_err err = {0};
   if (rmq_config_check(cfg, &err) != RMQ_OK) {
-    *errmsg = sqlite3_mprintf("%s", err.msg);
-    return SQLITE_ERROR;
+    return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s", err.msg);
   }
   return SQLITE_OK;
 }

@@ -58,9 +58,8 @@ static void skip_ws(json_in *j) {
 }
 
 static int json_fail(json_in *j, const char *what) {
-  *j->errmsg = sqlite3_mprintf("properties: %s at byte %d of the JSON text", what,
-                               (int)(j->p - j->start));
-  return SQLITE_ERROR;
+  return rmqx_errmsg(j->errmsg, SQLITE_ERROR, "properties: %s at byte %d of the JSON text", what,
+                     (int)(j->p - j->start));
 }
 
 static int hex4(const char *p, unsigned *out) {
@@ -197,7 +196,8 @@ static int parse_value(json_in *j, char **out, int *len) {
     return SQLITE_OK;
   }
   bool number = n > 0 && number_length(start, j->end) == n;
-  bool boolean = (n == 4 && memcmp(start, "true", 4) == 0) || (n == 5 && memcmp(start, "false", 5) == 0);
+  bool boolean =
+      (n == 4 && memcmp(start, "true", 4) == 0) || (n == 5 && memcmp(start, "false", 5) == 0);
   if (!number && !boolean) {
     j->p = start;
     return json_fail(j, "a value must be a string, a number or true/false");

@@ -32,8 +32,7 @@ void rmqx_reader_close(rmqx_reader *r) {
 int rmqx_reader_wait_dispatched(rmqx_reader *r, char **errmsg) {
   rmq_err err = {0};
   if (rmq_store_wait_dispatched(r->store, &err) != RMQ_OK) {
-    *errmsg = sqlite3_mprintf("%s", err.msg);
-    return SQLITE_ERROR;
+    return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s", err.msg);
   }
   return SQLITE_OK;
 }

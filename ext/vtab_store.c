@@ -592,7 +592,8 @@ static range time_range(filter_args *a) {
 static int cq_filter(store_cursor *c, filter_args *a) {
   int rc = wait_dispatched(c);
   const char *topic = arg_text(a, S_TOPIC), *tags = arg_text(a, S_TAGS);
-  if (rc != SQLITE_OK || !topic || !a->v[S_QUEUE] || sqlite3_value_type(a->v[S_QUEUE]) == SQLITE_NULL) {
+  if (rc != SQLITE_OK || !topic || !a->v[S_QUEUE] ||
+      sqlite3_value_type(a->v[S_QUEUE]) == SQLITE_NULL) {
     c->eof = true;
     return rc;
   }
@@ -826,8 +827,7 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
   rc = rmq_batch_add(vt->batch, &msg.m, &err);
   if (rc == RMQ_OK) return SQLITE_OK;
   if (rc == RMQ_ENOMEM) return SQLITE_NOMEM;
-  *errmsg = sqlite3_mprintf("%s", err.msg);
-  return SQLITE_CONSTRAINT;
+  return rmqx_errmsg(errmsg, SQLITE_CONSTRAINT, "%s", err.msg);
 }
 
 static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
