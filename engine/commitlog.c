@@ -14,17 +14,6 @@
 #include "rmq.h"
 #include "service_thread.h"
 
-/* ---------------------------------------------------- topic-queue table */
-
-/* CommitLog.topicQueueTable: (topic, queueId) -> the next queue offset. */
-typedef rmq_tqt_entry tqt_entry;
-
-/* The entry for (topic, queue_id), created at offset 0 when absent; NULL on OOM. */
-static tqt_entry *tqt_get(rmq_topic_queue_table *t, const char *topic, size_t len,
-                          int32_t queue_id) {
-  return rmq_tqt_get(t, topic, len, queue_id);
-}
-
 /* ------------------------------------------------------------- put lock */
 
 static void put_lock(rmq_commitlog *cl) {
@@ -297,13 +286,13 @@ static bool read_head(const uint8_t *rec, size_t room, rmq_record_head *h, rmq_e
 }
 
 /* The record's queue in the topic-queue table; *last is tried first. */
-static tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h, tqt_entry **last) {
-  tqt_entry *e = *last;
+static rmq_tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h, rmq_tqt_entry **last) {
+  rmq_tqt_entry *e = *last;
   if (e && e->queue_id == h->queue_id && e->topic_len == h->topic_len &&
       memcmp(e->topic, h->topic, h->topic_len) == 0) {
     return e;
   }
-  return *last = tqt_get(cl->tqt, h->topic, h->topic_len, h->queue_id);
+  return *last = rmq_tqt_get(cl->tqt, h->topic, h->topic_len, h->queue_id);
 }
 
 /*
@@ -313,7 +302,7 @@ static tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h, tqt_
 */
 typedef struct stamp_state {
   int64_t now;
-  tqt_entry *last;
+  rmq_tqt_entry *last;
   rmq_put_result *result;
 } stamp_state;
 
@@ -324,7 +313,7 @@ typedef struct stamp_state {
 */
 static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head *h,
                          int64_t offset, stamp_state *st, rmq_err *err) {
-  tqt_entry *e = record_queue(cl, h, &st->last);
+  rmq_tqt_entry *e = record_queue(cl, h, &st->last);
   if (!e) {
     rmq_err_set(err, RMQ_ENOMEM, "out of memory");
     return false;
@@ -344,13 +333,13 @@ static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head 
 
 /* Give back the queue offsets stamped before a failure at span `upto`, byte `at`. */
 static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t at) {
-  tqt_entry *last = NULL;
+  rmq_tqt_entry *last = NULL;
   rmq_err ignored = {0};
   for (int i = 0; i <= upto; i++) {
     size_t end = i < upto ? spans[i].len : at;
     rmq_record_head h;
     for (size_t p = 0; p < end && read_head(spans[i].data + p, end - p, &h, &ignored); p += h.len) {
-      tqt_entry *e = is_transaction_skip(h.sys_flag) ? NULL : record_queue(cl, &h, &last);
+      rmq_tqt_entry *e = is_transaction_skip(h.sys_flag) ? NULL : record_queue(cl, &h, &last);
       if (e) e->next_offset--;
     }
   }
@@ -685,7 +674,7 @@ int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
                                     int32_t queue_id, int64_t next_offset) {
   put_lock(cl);
-  tqt_entry *e = tqt_get(cl->tqt, topic, topic_len, queue_id);
+  rmq_tqt_entry *e = rmq_tqt_get(cl->tqt, topic, topic_len, queue_id);
   if (e) e->next_offset = next_offset;
   put_unlock(cl);
 }

@@ -1,5 +1,6 @@
 /*
-** flush.h: the CommitLog's flush and commit services (spec §9.2).
+** flush.h: the CommitLog's flush and commit services (CommitLog's FlushRealTimeService,
+** GroupCommitService and CommitRealTimeService).
 **
 ** async: FlushRealTimeService wakes every flush_interval_ms (500) and forces
 **   segments with at least 4 dirty pages, everything every 10 s, and copies
@@ -13,7 +14,7 @@
 **   RMQ_EIO and poisons the CommitLog.
 ** transient store pool: CommitRealTimeService copies written bytes from the
 **   write buffers into the files every 200 ms and wakes the flush service.
-** consume queues: FlushConsumeQueueService (spec §9.3) flushes every queue
+** consume queues: FlushConsumeQueueService flushes every queue
 **   with 2 dirty pages each second and everything (index files too) every
 **   60 s, then writes the checkpoint with the logics time taken before.
 */

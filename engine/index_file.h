@@ -1,6 +1,5 @@
 /*
 ** index_file.h: IndexFile and IndexService, the hash index on message keys
-** (spec §6, §7.1, §8.7, §12.2).
 **
 ** An IndexFile `<root>/index/<yyyyMMddHHmmssSSS>` is a fixed-size hash
 ** table, big-endian, byte-for-byte RocketMQ's layout:
@@ -88,7 +87,7 @@ void rmq_index_file_header(rmq_index_file *f, rmq_index_header *out);
 bool rmq_index_file_is_full(rmq_index_file *f);
 
 /*
-** putKey (spec §6.3) with the key's hash: write item indexCount (timeDiff
+** IndexFile.putKey with the key's hash: write item indexCount (timeDiff
 ** from the CURRENT beginTimestamp, 0 while it is <= 0, clamped to
 ** [0, INT32_MAX]), chain it in its slot, then update the header; the first
 ** item sets beginPhyOffset/beginTimestamp after its timeDiff was computed.
@@ -98,7 +97,7 @@ bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_off
                             int64_t store_timestamp);
 
 /*
-** selectPhyOffset (spec §6.5): walk the chain of key_hash's slot, newest
+** IndexFile.selectPhyOffset: walk the chain of key_hash's slot, newest
 ** first, appending to out[*count] the phyOffset of every item whose hash
 ** equals key_hash and whose time (beginTimestamp + timeDiff*1000) is within
 ** [begin, end], until *count reaches max_num. Stops at an item older than
@@ -152,7 +151,7 @@ int rmq_index_service_init(rmq_index_service *s, const char *root, int32_t slot_
 void rmq_index_service_destroy(rmq_index_service *s);
 
 /*
-** Load the 17-digit-named files of the directory in name order (spec §6.7).
+** Load the 17-digit-named files of the directory in name order (IndexService.load).
 ** An empty file (a creation cut short by a crash) loads as an empty index
 ** file when writable, as RocketMQ maps it at full size, and is skipped when
 ** read-only. A read-only service takes each file's geometry from its size:
@@ -168,7 +167,7 @@ void rmq_index_service_destroy(rmq_index_service *s);
 int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err);
 
 /*
-** buildIndex (spec §6.4) for one dispatched record: skip it when its offset
+** IndexService.buildIndex for one dispatched record: skip it when its offset
 ** is below the current file's endPhyOffset (already indexed) or it is a
 ** ROLLBACK; else index topic#UNIQ_KEY, then topic#token for each non-empty
 ** space-separated token of KEYS. A full file rolls to a new one named by the
@@ -180,7 +179,7 @@ int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err
 int rmq_index_service_build(rmq_index_service *s, const rmq_index_request *req, rmq_err *err);
 
 /*
-** queryOffset (spec §6.6): the phy offsets of items with the hash of
+** IndexService.queryOffset: the phy offsets of items with the hash of
 ** topic#key and a time in [begin, end], from the newest file to the oldest,
 ** at most max_num (RocketMQ's caller caps it at maxMsgsNumBatch, 64), sorted
 ** ascending into offsets[0..*count). Duplicates are kept. Collisions are
@@ -191,7 +190,7 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
                             int64_t end, int64_t *offsets, int *count, rmq_err *err);
 
 /*
-** deleteExpiredFile (spec §6.7): delete the oldest files, never the newest,
+** IndexService.deleteExpiredFile: delete the oldest files, never the newest,
 ** while their endPhyOffset < commitlog_min_offset. Returns how many.
 */
 int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset);
