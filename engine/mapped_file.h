@@ -131,7 +131,7 @@ int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);
 ** bytes untouched), so that later writes take no page fault: on ext4 a first
 ** write to a page updates the file's mtime through the journal, and can wait
 ** for a journal commit. Consume-queue segments are populated whole
-** when created; the CommitLog writer populates the range of a large batch.
+** when created.
 */
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 /*

@@ -325,8 +325,9 @@ int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *
 ** its length; a length above cap means nothing was written (call again with
 ** room); -1, an error (RMQ_EINVAL). rmq_store_put_encoded appends `count`
 ** such records, laid end to end in spans, as one contiguous batch: it
-** writes each one's queue offset, physical offset and store time into the
-** spans, then copies them (so a batch that failed can be put again).
+** stamps each one's queue offset, physical offset and store time as it
+** copies them in (the spans stay reusable, so a batch that failed can be
+** put again).
 ** *first_offset: the first record's offset. Errors and flushing as
 ** rmq_store_put.
 */
