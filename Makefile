@@ -170,9 +170,19 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
-             -std=c11 -D_GNU_SOURCE -Iengine -Iext
-FUZZ_TARGETS = decode
+             -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine -Iext
+FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file
+FUZZ_ENGINE_IO = engine/mapped_file.c engine/allocate.c engine/io.c engine/rmq_err.c \
+                 engine/service_thread.c engine/staging.c engine/message.c engine/crc32.c
 FUZZ_decode_SRC = engine/message.c engine/crc32.c
+FUZZ_record_head_SRC = engine/message.c engine/crc32.c
+FUZZ_msg_id_SRC = engine/message.c engine/crc32.c
+FUZZ_json_SRC = ext/json.c engine/message.c engine/crc32.c
+FUZZ_json_LIBS = -lsqlite3
+FUZZ_args_SRC = ext/args.c $(ENGINE_SRC)
+FUZZ_args_LIBS = -lsqlite3
+FUZZ_consume_queue_SRC = engine/consume_queue.c engine/checkpoint.c $(FUZZ_ENGINE_IO)
+FUZZ_index_file_SRC = engine/index_file.c engine/checkpoint.c $(FUZZ_ENGINE_IO)
 
 define fuzz_rule
 $(FUZZ_BUILD)/fuzz_$(1): test/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRC) Makefile

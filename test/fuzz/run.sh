@@ -7,7 +7,8 @@
 # Runs FUZZ_BUILD/fuzz_NAME for SECONDS on the corpus FUZZ_BUILD/corpus/NAME,
 # which keeps what earlier runs found and is seeded first with the files of
 # test/fuzz/seed/NAME/ and, for the readers of store files, the matching
-# files of the golden stores (test/golden). A crash leaves its input in
+# files of the golden stores (test/golden); the record readers also get the
+# first record of each commit-log file alone. A crash leaves its input in
 # FUZZ_BUILD/NAME-crash-*; the last lines of each run are printed, and the
 # exit status is non-zero when any target failed.
 
@@ -31,6 +32,13 @@ golden_seed() {
   esac
 }
 
+# The first record of a commit-log file, by its TOTALSIZE (big-endian).
+first_record() {
+  local n
+  n=$(od -An -tu1 -N4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  [ "$n" -gt 0 ] && [ "$n" -le "$(stat -c %s "$1")" ] && head -c "$n" "$1"
+}
+
 failed=()
 for name in "$@"; do
   corpus=$build/corpus/$name
@@ -41,6 +49,9 @@ for name in "$@"; do
     [ -f "$f" ] || continue
     i=$((i + 1))
     cp -f "$f" "$corpus/seed-$i"
+    case $name in
+      decode | record_head) first_record "$f" >"$corpus/seed-$i-first" ;;
+    esac
   done
   log=$build/$name.log
   echo "== fuzz_$name, ${seconds}s"
