@@ -15,8 +15,7 @@
 #include "rmq.h"
 
 /* ext/args.c's entry point (ext/rmq_ext.h, which needs sqlite3ext.h). */
-int rmq_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
-                   char **errmsg);
+int rmq_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir, char **errmsg);
 
 #define MAX_ARGS 32
 
