@@ -211,6 +211,6 @@ format-check:
 	fi; echo "format-check: $(words $(FORMAT_SRC)) files formatted"
 
 clean:
-	rm -rf -- build build-asan build-tsan $(FUZZ_BUILD) $(BUILD)
+	rm -rf -- build build-asan build-tsan build-clang build-O0 build-pkg $(FUZZ_BUILD) $(BUILD)
 
 -include $(ENGINE_OBJ:.o=.d) $(EXT_OBJ:.o=.d) $(TESTPROG_OBJ:.o=.d)

@@ -6,7 +6,7 @@
 #
 # BUILD is the build directory (build, build-asan, build-tsan). REGEX, if
 # given, runs only the programs whose name matches it (bash =~, e.g.
-# `test/run.sh build 'version|message'`); `make test T=REGEX` passes it.
+# `test/run.sh build 'version|message'`); `make check T=REGEX` passes it.
 #
 # The programs, run one after another from the repository root:
 #   BUILD/test/test_*     the engine's C tests (test/engine/test_*.c)
@@ -38,8 +38,9 @@
 #                 instrumented); ASAN_OPTIONS then also gets detect_leaks=0
 #                 for them, as the interpreters' own leaks are not ours.
 #
-# The last line of the output is the total, in the programs' form; the exit
-# status is non-zero when any test or check failed.
+# It prints a table (tests and checks, passed and failed, per program); the
+# last line of the output is the total in the programs' form; the exit status
+# is non-zero when any test or check failed.
 
 set -uo pipefail
 
