@@ -170,7 +170,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
-             -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine -Iext
+             -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine
 FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file
 FUZZ_ENGINE_IO = engine/mapped_file.c engine/allocate.c engine/io.c engine/rmq_err.c \
                  engine/service_thread.c engine/staging.c engine/message.c engine/crc32.c
