@@ -1,28 +1,48 @@
-# Makefile: builds the SQLite loadable extension $(BUILD)/rocketmq.so, the
-# engine library $(BUILD)/libengine.a and the C tests, and runs the suite.
+# Makefile: builds the SQLite loadable extension $(BUILD)/rocketmq.so and the
+# engine library $(BUILD)/libengine.a; builds and runs the tests.
 #
-#   make              build everything under build/
-#   make test         install missing Debian packages (as root), build, run every test
-#   make test T=re    run only the tests whose name matches the regex re
-#   make asan         the suite built with ASan+UBSan in build-asan/
-#   make tsan         the suite built with TSan in build-tsan/
-#   make bench        build and run test/bench/*
-#   make demo         the README's first command
+#   make                  the extension and the engine library, under build/
+#   make check            build the tests, helpers and benches, run every test
+#   make check T=re       run only the tests whose name matches the regex re
+#   make test             install missing Debian packages (as root), then check
+#   make asan             the suite built with ASan+UBSan in build-asan/
+#   make tsan             the suite built with TSan in build-tsan/
+#   make bench            build and run test/bench/*
+#   make demo             the README's first command
+#   make install          the extension, the engine library and its headers
+#                         under $(DESTDIR)$(PREFIX) (see below); make uninstall
+#   make fuzz             build the libFuzzer targets and run each FUZZ_SECONDS
+#   make fuzz-build       only build them
+#   make format           clang-format the C sources in place
+#   make format-check     fail, naming the files, when clang-format would change one
 #   make clean
+#
+# The flags the code needs are in RMQ_CFLAGS; the usual CPPFLAGS, CFLAGS,
+# LDFLAGS and LDLIBS come after them (CFLAGS defaults to -O2 -g), then OPT
+# (e.g. OPT=-O0), which overrides CFLAGS' optimization level. -Werror is off
+# unless WERROR=-Werror is given (CI, asan and tsan give it). Objects are
+# rebuilt when any of these change.
 
 BUILD ?= build
-OPT ?= -O2
-EXTRA_CFLAGS ?=
-EXTRA_LDFLAGS ?=
+CFLAGS ?= -O2 -g
+OPT ?=
+WERROR ?=
 T ?=
+AR ?= ar
+INSTALL ?= install
+CLANG_FORMAT ?= clang-format
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 
-CPPFLAGS = -Iengine -MMD -MP
-CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -fPIC \
-         -fvisibility=hidden -pthread $(EXTRA_CFLAGS)
-LDFLAGS = -pthread $(EXTRA_LDFLAGS)
+RMQ_CPPFLAGS = -Iengine -MMD -MP
+RMQ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -pthread
+# Sanitizer flags, for compiling and linking: set by the asan and tsan targets.
+SAN_FLAGS =
+COMPILE = $(CC) $(RMQ_CPPFLAGS) $(CPPFLAGS) $(RMQ_CFLAGS) $(WERROR) $(CFLAGS) $(OPT) $(SAN_FLAGS)
+LINK = $(CC) -pthread $(CFLAGS) $(OPT) $(SAN_FLAGS) $(LDFLAGS)
 # zlib is the tests' reference CRC; the engine and the extension do not use it.
 TEST_LDLIBS = -lz
-AR ?= ar
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 EXT_SRC := $(sort $(wildcard ext/*.c))
@@ -44,19 +64,29 @@ BENCHES := $(BENCH_SRC:test/bench/%.c=$(BUILD)/bench/%)
 ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 TSAN_FLAGS = -fsanitize=thread
 
-.PHONY: all test check asan tsan bench demo fuzz clean
+.PHONY: all check test asan tsan bench demo install uninstall fuzz fuzz-build format \
+        format-check clean FORCE
 .DELETE_ON_ERROR:
 # Keep the objects of the test programs, which only pattern rules name.
 .SECONDARY: $(TESTPROG_OBJ)
 
-all: $(EXTENSION) $(LIBENGINE) $(TESTS) $(HELPERS) $(BENCHES)
+all: $(EXTENSION) $(LIBENGINE)
 
-# Objects depend on the Makefile so that a change of flags rebuilds them.
-$(BUILD)/obj/%.o: %.c Makefile
+# The compile and link commands as last used: objects depend on this file,
+# which is rewritten only when a flag changes (make OPT=-O0 after make).
+FLAGS_FILE := $(BUILD)/flags
+$(FLAGS_FILE): FORCE
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	@printf '%s\n' '$(subst ','\'',$(COMPILE) | $(LINK) $(LDLIBS))' > $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
 
-$(BUILD)/obj/test/%.o: CPPFLAGS += -Itest/engine
+$(BUILD)/obj/%.o: %.c $(FLAGS_FILE)
+	@mkdir -p $(@D)
+	$(COMPILE) -c $< -o $@
+
+$(BUILD)/obj/test/%.o: test/%.c $(FLAGS_FILE)
+	@mkdir -p $(@D)
+	$(COMPILE) -Itest/engine -c $< -o $@
 
 $(LIBENGINE): $(ENGINE_OBJ)
 	@mkdir -p $(@D)
@@ -65,24 +95,24 @@ $(LIBENGINE): $(ENGINE_OBJ)
 
 # The extension carries no SQLite: ext/ reaches it through sqlite3ext.h's
 # API table. -z nodelete keeps the code mapped while engine threads run.
-$(EXTENSION): $(EXT_OBJ) $(LIBENGINE)
-	$(CC) -shared -Wl,--no-undefined -Wl,-z,nodelete $(LDFLAGS) -o $@ $(EXT_OBJ) $(LIBENGINE)
+$(EXTENSION): $(EXT_OBJ) $(LIBENGINE) $(FLAGS_FILE)
+	$(LINK) -shared -Wl,--no-undefined -Wl,-z,nodelete -o $@ $(EXT_OBJ) $(LIBENGINE) $(LDLIBS) -lm
 
 $(BUILD)/test/%: $(BUILD)/obj/test/engine/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) $(TEST_LDLIBS)
+	$(LINK) -o $@ $< $(LIBENGINE) $(LDLIBS) $(TEST_LDLIBS)
 
 # Bench programs may also drive the extension through SQLite (bench_sql.c).
 $(BUILD)/bench/%: $(BUILD)/obj/test/bench/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBENGINE) -lsqlite3
+	$(LINK) -o $@ $< $(LIBENGINE) $(LDLIBS) -lsqlite3
+
+check: all $(TESTS) $(HELPERS) $(BENCHES)
+	test/run.sh $(BUILD) '$(T)'
 
 test:
 	test/deps.sh
 	$(MAKE) --no-print-directory check
-
-check: all
-	test/run.sh $(BUILD) '$(T)'
 
 # Interpreters (tclsh, python3) are not instrumented: the sanitizer runtime is
 # preloaded into them through RMQ_PRELOAD, and their own leaks are not ours
@@ -92,15 +122,17 @@ asan:
 	RMQ_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(ASAN_FLAGS)" EXTRA_LDFLAGS="$(ASAN_FLAGS)" check
+	$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 WERROR=-Werror \
+	  SAN_FLAGS="$(ASAN_FLAGS)" check
 
 tsan:
 	test/deps.sh
 	RMQ_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" \
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	$(MAKE) --no-print-directory BUILD=build-tsan OPT=-O1 EXTRA_CFLAGS="$(TSAN_FLAGS)" EXTRA_LDFLAGS="$(TSAN_FLAGS)" check
+	$(MAKE) --no-print-directory BUILD=build-tsan OPT=-O1 WERROR=-Werror \
+	  SAN_FLAGS="$(TSAN_FLAGS)" check
 
-bench: all
+bench: all $(BENCHES)
 	@if [ -z "$(BENCHES)" ]; then echo "no benchmarks yet"; fi
 	@set -e; for b in $(BENCHES); do echo "== $$b"; RMQ_EXT=$(BUILD)/rocketmq $$b; done
 
@@ -114,18 +146,72 @@ demo: all
 	  sqlite3 -bail :memory: < sql/$$f.sql || exit 1; \
 	done
 
-# libFuzzer targets for the code that reads bytes from disk (clang; not part
-# of `make test`): FUZZ_SECONDS of fuzzing each, starting from the golden stores.
+# Installed: the extension as $(LIBDIR)/sqlite3/rocketmq.so (where Debian's
+# SQLite extensions go: `.load /usr/lib/sqlite3/rocketmq`), the engine as
+# $(LIBDIR)/librocketmq-engine.a, and engine/rmq.h with the engine headers it
+# includes under $(INCLUDEDIR)/rocketmq/ (#include <rocketmq/rmq.h>).
+INSTALL_HEADERS = $(sort $(filter engine/%.h,$(shell $(CC) -MM -Iengine engine/rmq.h)))
+install: all
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(INCLUDEDIR)/rocketmq
+	$(INSTALL) -m 755 $(EXTENSION) $(DESTDIR)$(LIBDIR)/sqlite3/rocketmq.so
+	$(INSTALL) -m 644 $(LIBENGINE) $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
+	$(INSTALL) -m 644 $(INSTALL_HEADERS) $(DESTDIR)$(INCLUDEDIR)/rocketmq/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/sqlite3/rocketmq.so $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/rocketmq
+	-rmdir $(DESTDIR)$(LIBDIR)/sqlite3 2>/dev/null
+
+# libFuzzer targets for the code that reads untrusted bytes (clang; not part
+# of `make check`): test/fuzz/fuzz_NAME.c, linked with the sources of
+# FUZZ_NAME_SRC only. `make fuzz` runs each one FUZZ_SECONDS (test/fuzz/run.sh
+# says from which corpus); a crash makes it fail.
+FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -g -O1 -std=c11 -D_GNU_SOURCE -Iengine
-fuzz:
-	@mkdir -p build-fuzz/corpus
-	clang $(FUZZ_FLAGS) test/fuzz/fuzz_decode.c engine/message.c engine/crc32.c \
-	  engine/properties.c engine/java_hash.c -o build-fuzz/fuzz_decode
-	cp -f test/golden/store-*/commitlog/* build-fuzz/corpus/ 2>/dev/null || true
-	build-fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -max_len=70000 build-fuzz/corpus
+FUZZ_BUILD = build-fuzz
+FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
+             -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine
+FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file
+# The decoders link only the codec (message.c needs only crc32.c); the
+# readers of files and the argument parser link the whole engine.
+FUZZ_CODEC = engine/message.c engine/crc32.c
+FUZZ_decode_SRC = $(FUZZ_CODEC) engine/properties.c engine/java_hash.c
+FUZZ_record_head_SRC = $(FUZZ_CODEC) engine/java_hash.c
+FUZZ_msg_id_SRC = engine/message_id.c
+FUZZ_json_SRC = ext/json.c ext/error.c engine/properties.c
+FUZZ_json_LIBS = -lsqlite3
+FUZZ_args_SRC = ext/args.c ext/error.c $(ENGINE_SRC)
+FUZZ_args_LIBS = -lsqlite3
+FUZZ_consume_queue_SRC = $(ENGINE_SRC)
+FUZZ_index_file_SRC = $(ENGINE_SRC)
+
+define fuzz_rule
+$(FUZZ_BUILD)/fuzz_$(1): test/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRC) Makefile
+	@mkdir -p $$(@D)
+	$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRC) $$(FUZZ_$(1)_LIBS)
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_rule,$(t))))
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+fuzz: fuzz-build
+	test/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+FORMAT_SRC = $(sort $(wildcard engine/*.[ch] ext/*.[ch] test/engine/*.[ch] test/bench/*.[ch] \
+                               test/fuzz/*.[ch]))
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_SRC)
+
+format-check:
+	@bad=; for f in $(FORMAT_SRC); do \
+	  $(CLANG_FORMAT) --dry-run -Werror "$$f" >/dev/null 2>&1 || bad="$$bad $$f"; \
+	done; \
+	if [ -n "$$bad" ]; then \
+	  echo "format-check: clang-format would change:"; printf '  %s\n' $$bad; \
+	  echo "format-check: run make format"; exit 1; \
+	fi; echo "format-check: $(words $(FORMAT_SRC)) files formatted"
 
 clean:
-	rm -rf -- build build-asan build-tsan build-fuzz $(BUILD)
+	rm -rf -- build build-asan build-tsan build-clang build-O0 build-pkg $(FUZZ_BUILD) $(BUILD)
 
 -include $(ENGINE_OBJ:.o=.d) $(EXT_OBJ:.o=.d) $(TESTPROG_OBJ:.o=.d)

@@ -36,7 +36,10 @@ static void entry_write(uint8_t *p, int64_t phy_offset, int32_t size, int64_t ta
 }
 
 /* The end-of-data test of recover and truncation (CQ 112-122, 312-322). */
-static bool entry_valid(const rmq_cq_entry *e) { return e->phy_offset >= 0 && e->size > 0; }
+/* ConsumeQueue.recover's test, plus an end that fits in int64 (a damaged entry may not). */
+static bool entry_valid(const rmq_cq_entry *e) {
+  return e->phy_offset >= 0 && e->size > 0 && e->phy_offset <= INT64_MAX - e->size;
+}
 
 static bool entry_pre_blank(const rmq_cq_entry *e) {
   return e->phy_offset == 0 && e->size == RMQ_CQ_PRE_BLANK_SIZE && e->tags_code == 0;

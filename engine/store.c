@@ -92,6 +92,10 @@ int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_
     if (*count == max) {
       return rmq_err_set(err, RMQ_EINVAL, "delay_levels: more than %d levels", max);
     }
+    if (v > INT64_MAX / unit) {
+      return rmq_err_set(err, RMQ_EINVAL, "delay_levels: level %d (%.*s) is longer than %lld ms",
+                         *count + 1, (int)(end + 1 - p), p, (long long)INT64_MAX);
+    }
     ms[(*count)++] = v * unit;
     p = end[1] ? end + 2 : end + 1;
   }

@@ -2,8 +2,10 @@
 test: test/run.sh skips it).
 
 A failed check prints a line starting with FAILED and the test goes on;
-report() prints the "N passed, N failed" line that test/run.sh adds up and
-returns the exit status (1 if any check failed).
+report() prints the line "tests: 0 passed, 0 failed; checks: N passed,
+N failed" that test/run.sh adds up (each ok() or eq() is one check, often
+one field; the Python tests name no tests) and returns the exit status (1
+if any check failed).
 """
 
 
@@ -37,5 +39,6 @@ class Checks:
         return self.ok(False, '%s: got %s, expected %s' % (what, g, w))
 
     def report(self):
-        print('%d passed, %d failed' % (self.passed, self.failed))
+        print('tests: 0 passed, 0 failed; checks: %d passed, %d failed'
+              % (self.passed, self.failed))
         return 1 if self.failed else 0

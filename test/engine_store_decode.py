@@ -15,7 +15,7 @@ spec_decoder.walk_commitlog() walks <dir>/commitlog and this checks:
   * every full segment ends with a BLANK right after its last record, whose
     size is the bytes left in the segment;
   * the log ends (zeros, BAD_MAGIC) right after the last reported record.
-Prints the failures, then "N passed, N failed"; exits 1 if any failed.
+Prints the failures, then the counts of test/checks.py; exits 1 if any failed.
 """
 import json
 import os

@@ -6,7 +6,9 @@
 #                           section; returns what it prints
 #   rows_text SQL           the rows of SQL, one line each, values joined by |
 #                           (NULL is empty)
-#   same_rows GOT WANT      "same", or the first line that differs
+#   same_rows GOT WANT      "same N" (N lines compared, so that two empty
+#                           results do not pass unseen), or the first line
+#                           that differs
 #   store_fingerprint DIR   every file and directory under DIR with its size,
 #                           mtime and sha256: equal before and after a read
 #                           proves that nothing was written
@@ -47,7 +49,7 @@ proc same_rows {got want} {
       return "line $i of [llength $g] (want [llength $w]): got {[lindex $g $i]} want {[lindex $w $i]}"
     }
   }
-  return same
+  return [list same [llength $g]]
 }
 
 proc store_fingerprint {dir} {

@@ -10,7 +10,7 @@ and test/spec_decoder.py (an independent Python decoder) over the read-only
 store, checks that both print the same lines, and checks each against
 expected.json: every field of every record, the BLANK records and where the
 log ends. Every comparison is one check. Prints the failures, then
-"N passed, N failed"; exits 1 if any failed.
+the counts of test/checks.py; exits 1 if any failed.
 """
 import hashlib
 import ipaddress

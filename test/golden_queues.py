@@ -17,7 +17,7 @@ store, read-only, with every index key of expected.json on stdin, and checks:
     files byte-identical to RocketMQ's (index files compared in name order,
     as their names are creation times).
 Environment: RMQ_BUILD (default build), RMQ_GOLDEN (default test/golden,
-relative to the repository root). Ends with "N passed, N failed"; exit 1 on
+relative to the repository root). Ends with the counts of test/checks.py; exit 1 on
 any failure.
 """
 import hashlib

@@ -9,7 +9,8 @@
 - No file of engine/ includes a SQLite header: the engine builds and is
   tested without SQLite.
 
-Prints each failure, then `N passed, N failed`; exits 1 when something failed.
+Prints each failure, then "tests: 0 passed, 0 failed; checks: N passed, N failed"
+(each check counts one rule on one file); exits 1 when something failed.
 """
 import os
 import re
@@ -102,5 +103,5 @@ for path in sources("engine"):
         check(not os.path.basename(name).startswith("sqlite3"),
               "%s includes the SQLite header %s" % (rel(path), name))
 
-print("%d passed, %d failed" % (passed, failed))
+print("tests: 0 passed, 0 failed; checks: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

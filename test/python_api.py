@@ -3,7 +3,7 @@ whose sqlite3 module can load extensions.
 
 Loads the extension with conn.load_extension(), creates a store, produces in
 a transaction, consumes by queue offset, looks up by key, and checks that two
-connections of one process share the store. Prints "N passed, N failed".
+connections of one process share the store. Ends with the counts of test/checks.py.
 """
 import os
 import shutil

@@ -6,7 +6,7 @@
 #
 # BUILD is the build directory (build, build-asan, build-tsan). REGEX, if
 # given, runs only the programs whose name matches it (bash =~, e.g.
-# `test/run.sh build 'version|message'`); `make test T=REGEX` passes it.
+# `test/run.sh build 'version|message'`); `make check T=REGEX` passes it.
 #
 # The programs, run one after another from the repository root:
 #   BUILD/test/test_*     the engine's C tests (test/engine/test_*.c)
@@ -21,12 +21,15 @@
 #   RMQ_GOLDEN  the golden RocketMQ store files (test/golden)
 # Values already set in the environment are kept.
 #
-# Each program must end its output with a line `N passed, N failed` (the C
-# tests' check_report() and tester.tcl's finish_test print it; a Python test
-# prints it itself) and exit non-zero when something failed. A program that
-# crashes, exits non-zero, times out or prints no such line counts as at
-# least 1 failed. Its output goes to BUILD/test-logs/NAME.log and is shown
-# when it fails (always with RMQ_VERBOSE=1).
+# Each program must end its output with the line
+#   tests: T passed, T failed; checks: N passed, N failed
+# and exit non-zero when something failed. A test is a named test (a Tcl
+# do_*_test); a check is one assertion (a C CHECK, a Python check, often one
+# field). check.h's check_report(), tester.tcl's finish_test and checks.py's
+# report() print it. A program that crashes, exits non-zero, times out or
+# prints no such line counts as at least 1 failed test. Its output goes to
+# BUILD/test-logs/NAME.log and is shown when it fails (always with
+# RMQ_VERBOSE=1).
 #
 # Other settings:
 #   RMQ_TIMEOUT   seconds each program may run (default 900)
@@ -35,8 +38,9 @@
 #                 instrumented); ASAN_OPTIONS then also gets detect_leaks=0
 #                 for them, as the interpreters' own leaks are not ours.
 #
-# The last line of the output is the total `N passed, N failed`; the exit
-# status is non-zero when any test failed.
+# It prints a table (tests and checks, passed and failed, per program); the
+# last line of the output is the total in the programs' form; the exit status
+# is non-zero when any test or check failed.
 
 set -uo pipefail
 
@@ -77,10 +81,11 @@ for f in test/*.py; do
   [ -f "$f" ] && programs+=("$(basename "$f")	py	$f")
 done
 
-total_pass=0
-total_fail=0
+counts_re='^tests: ([0-9]+) passed, ([0-9]+) failed; checks: ([0-9]+) passed, ([0-9]+) failed$'
+total_tp=0 total_tf=0 total_cp=0 total_cf=0
 ran=0
 failed_names=()
+printf '%-30s %6s %6s %8s %6s %8s\n' program tests failed checks failed time
 
 for entry in "${programs[@]}"; do
   IFS=$'\t' read -r name kind path <<<"$entry"
@@ -100,16 +105,13 @@ for entry in "${programs[@]}"; do
   end=$EPOCHREALTIME
   secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 
-  counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  counts=$(grep -E "$counts_re" "$log" | tail -n 1)
   note=""
-  if [ -n "$counts" ]; then
-    pass=${counts%% passed*}
-    fail=${counts#*, }
-    fail=${fail%% failed}
+  if [[ $counts =~ $counts_re ]]; then
+    tp=${BASH_REMATCH[1]} tf=${BASH_REMATCH[2]} cp=${BASH_REMATCH[3]} cf=${BASH_REMATCH[4]}
   else
-    pass=0
-    fail=0
-    note=" (no \"N passed, N failed\" line)"
+    tp=0 tf=0 cp=0 cf=0
+    note=" (no \"tests: ...; checks: ...\" line)"
   fi
   if [ "$rc" -ne 0 ]; then
     if [ "$rc" -eq 124 ]; then
@@ -119,27 +121,29 @@ for entry in "${programs[@]}"; do
     else
       note="$note (exit status $rc)"
     fi
-    [ "$fail" -eq 0 ] && fail=1
+    [ $((tf + cf)) -eq 0 ] && tf=1
   elif [ -z "$counts" ]; then
-    fail=1
+    tf=1
   fi
+  fail=$((tf + cf))
 
   if [ "$fail" -ne 0 ] || [ -n "${RMQ_VERBOSE:-}" ]; then
     echo "---- $name output (last 200 lines of $log)"
     tail -n 200 "$log" | sed 's/^/    /'
   fi
-  printf '%-32s %5d passed, %3d failed  %7ss%s\n' "$name" "$pass" "$fail" "$secs" "$note"
-  total_pass=$((total_pass + pass))
-  total_fail=$((total_fail + fail))
+  printf '%-30s %6d %6d %8d %6d %7ss%s\n' "$name" "$tp" "$tf" "$cp" "$cf" "$secs" "$note"
+  total_tp=$((total_tp + tp)) total_tf=$((total_tf + tf))
+  total_cp=$((total_cp + cp)) total_cf=$((total_cf + cf))
   [ "$fail" -ne 0 ] && failed_names+=("$name")
 done
 
 if [ "$ran" -eq 0 ]; then
   echo "run.sh: no test program matched${filter:+ \"$filter\"}"
-  total_fail=1
+  total_tf=1
 fi
 if [ ${#failed_names[@]} -gt 0 ]; then
   echo "failed: ${failed_names[*]}"
 fi
-echo "$total_pass passed, $total_fail failed"
-[ "$total_fail" -eq 0 ]
+printf '%-30s %6d %6d %8d %6d\n' total "$total_tp" "$total_tf" "$total_cp" "$total_cf"
+echo "tests: $total_tp passed, $total_tf failed; checks: $total_cp passed, $total_cf failed"
+[ $((total_tf + total_cf)) -eq 0 ]

@@ -18,7 +18,11 @@
 #   do_catchsql_test NAME SQL EXPECTED    e.g. {1 {no such table: x}}
 #   do_eqp_test NAME SQL EXPECTED         the `detail` lines of EXPLAIN QUERY
 #                                         PLAN, one per line
-#   finish_test          prints "N passed, N failed"; exits 1 on failure
+#   small_store DIR ?ARG...?   the arguments of a rocketmq table in DIR with
+#                        small files (the test leaves little on disk), then ARGs
+#   finish_test          prints "tests: N passed, N failed; checks: 0 passed,
+#                        0 failed" (each do_*_test is one named test; the Tcl
+#                        tests make no separate checks); exits 1 on failure
 #
 # As in SQLite, an EXPECTED of the form /RE/ must match as a regular
 # expression and one of the form *GLOB* as a glob pattern. SQL and scripts
@@ -63,6 +67,13 @@ proc load_rmq {dbh} {
   $dbh enable_load_extension 1
   set ext $::rmq_ext
   $dbh eval {SELECT load_extension($ext)}
+}
+
+proc small_store {dir args} {
+  set a "dir='$dir', commitlog_file_size=65536, consumequeue_entries=64"
+  append a ", index_slots=64, index_entries=256"
+  foreach x $args { append a ", $x" }
+  return $a
 }
 
 proc execsql {sql {dbh db}} {
@@ -153,7 +164,7 @@ proc finish_test {} {
   catch {db close}
   foreach d $::tmpdirs { catch {file delete -force -- $d} }
   if {$::nFail} { puts "failed: $::failList" }
-  puts "$::nPass passed, $::nFail failed"
+  puts "tests: $::nPass passed, $::nFail failed; checks: 0 passed, 0 failed"
   flush stdout
   exit [expr {$::nFail ? 1 : 0}]
 }

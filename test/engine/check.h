@@ -3,9 +3,10 @@
 **
 ** Each test program includes this once, calls CHECK* as often as it likes
 ** and ends main() with `return check_report();`, which prints the line
-** "N passed, N failed" that test/run.sh adds up. A failed check prints the
-** file, line and expression, and the program goes on, so one run reports
-** every failure.
+** "tests: 0 passed, 0 failed; checks: N passed, N failed" that test/run.sh
+** adds up: each CHECK is one check (an assertion), and the C tests name no
+** tests. A failed check prints the file, line and expression, and the
+** program goes on, so one run reports every failure.
 */
 #ifndef RMQ_CHECK_H
 #define RMQ_CHECK_H
@@ -49,7 +50,7 @@ static void check_result(int ok, const char *file, int line, const char *what) {
   check_result(memcmp((a), (b), (n)) == 0, __FILE__, __LINE__, "memcmp(" #a ", " #b ") == 0")
 
 static int check_report(void) {
-  printf("%d passed, %d failed\n", check_passed, check_failed);
+  printf("tests: 0 passed, 0 failed; checks: %d passed, %d failed\n", check_passed, check_failed);
   return check_failed ? 1 : 0;
 }
 

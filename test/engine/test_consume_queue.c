@@ -207,6 +207,27 @@ static void test_duplicates_and_gaps(void) {
   rmq_checkpoint_close(&cp);
 }
 
+/* An entry whose end does not fit in int64 is damage: recovery stops before it. */
+static void test_recover_offset_overflow(void) {
+  rmq_consume_queue *cq = open_cq("TopicO", 0, true);
+  put_range(cq, 0, 3);
+  rmq_cq_close(cq);
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/TopicO/0/00000000000000000000", root);
+  uint8_t entry[20];
+  rmq_put64(entry, INT64_MAX - 60000);
+  rmq_put32(entry + 8, 773324);
+  rmq_put64(entry + 12, 0);
+  int fd = open(path, O_WRONLY);
+  CHECK(fd >= 0 && pwrite(fd, entry, sizeof entry, 3 * 20) == (ssize_t)sizeof entry);
+  close(fd);
+  cq = open_cq("TopicO", 0, false);
+  rmq_cq_recover(cq);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 3);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 200 + 52);
+  rmq_cq_close(cq);
+}
+
 static void test_recover(void) {
   rmq_consume_queue *cq = open_cq("TopicR", 1, true);
   put_range(cq, 0, 23);
@@ -683,6 +704,7 @@ int main(void) {
   test_live_readers();
   test_io_faults();
   test_readonly_size();
+  test_recover_offset_overflow();
   tu_rmrf(root);
   return check_report();
 }
