@@ -32,3 +32,24 @@ void rmq_cond_init_monotonic(pthread_cond_t *cond) {
   pthread_cond_init(cond, &attr);
   pthread_condattr_destroy(&attr);
 }
+
+/*
+** glibc guards its time-zone state with an internal lock that ThreadSanitizer
+** cannot see, so it reports the time-zone set-up of one thread against
+** another's; one lock of ours orders them visibly. Calls are rare (a new
+** index file, a new month).
+*/
+static pthread_mutex_t local_time_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rmq_local_time(time_t t, struct tm *tm) {
+  pthread_mutex_lock(&local_time_lock);
+  localtime_r(&t, tm);
+  pthread_mutex_unlock(&local_time_lock);
+}
+
+time_t rmq_local_mktime(struct tm *tm) {
+  pthread_mutex_lock(&local_time_lock);
+  time_t t = mktime(tm);
+  pthread_mutex_unlock(&local_time_lock);
+  return t;
+}

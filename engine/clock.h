@@ -21,5 +21,12 @@ int64_t rmq_monotonic_ns(void);  /* monotonic clock, ns */
 void rmq_deadline_in(struct timespec *ts, int64_t ms);
 /* Initialise a condition variable that waits on CLOCK_MONOTONIC. */
 void rmq_cond_init_monotonic(pthread_cond_t *cond);
+/*
+** localtime_r and mktime, one caller at a time: the local-time names of
+** index files and the month of UNIQ_KEY (MessageClientIDSetter) are made on
+** different threads.
+*/
+void rmq_local_time(time_t t, struct tm *tm);
+time_t rmq_local_mktime(struct tm *tm);
 
 #endif

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "clock.h"
+
 /* Writes v (>= 0) as exactly `width` decimal digits, keeping the low ones. */
 static char *put_digits(char *out, int64_t v, int width) {
   for (int i = width - 1; i >= 0; i--) {
@@ -41,7 +43,7 @@ void rmq_index_file_name(int64_t ms, char out[18]) {
   }
   time_t t = (time_t)sec;
   struct tm tm;
-  localtime_r(&t, &tm);
+  rmq_local_time(t, &tm);
   char *p = put_digits(out, tm.tm_year + 1900, 4);
   p = put_digits(p, tm.tm_mon + 1, 2);
   p = put_digits(p, tm.tm_mday, 2);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "file_name.h"
 #include "io.h"
 #include "message.h"
@@ -435,7 +436,7 @@ static int64_t index_name_ms(const char *name) {
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   tm.tm_isdst = -1;
-  time_t t = mktime(&tm);
+  time_t t = rmq_local_mktime(&tm);
   return t == (time_t)-1 ? 0 : (int64_t)t * 1000 + ms;
 }
 

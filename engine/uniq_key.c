@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "message.h"
 #include "message_id.h"
 
@@ -112,14 +113,14 @@ void rmq_uniq_key_gen_free(rmq_uniq_key_gen *g) { free(g); }
 static uint64_t month_of(int64_t ms) {
   time_t t = (time_t)(ms / 1000);
   struct tm tm;
-  localtime_r(&t, &tm);
+  rmq_local_time(t, &tm);
   tm.tm_mday = 1;
   tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
   tm.tm_isdst = -1;
-  time_t start = mktime(&tm);
+  time_t start = rmq_local_mktime(&tm);
   tm.tm_mon++;
   tm.tm_isdst = -1;
-  time_t next = mktime(&tm);
+  time_t next = rmq_local_mktime(&tm);
   return (uint64_t)start << 24 | (uint64_t)(next - start);
 }
 
