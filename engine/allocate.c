@@ -45,8 +45,8 @@ struct rmq_allocate_service {
   pthread_mutex_t mu;
   pthread_cond_t done_cond;
   allocate_request *head;
-  rmq_mapped_file *current;  /* the writer's segment (held), pre-faulted ahead of it */
-  int32_t prefaulted;        /* bytes of current already pre-faulted; service thread only */
+  rmq_mapped_file *current; /* the writer's segment (held), pre-faulted ahead of it */
+  int32_t prefaulted;       /* bytes of current already pre-faulted; service thread only */
 };
 
 static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
@@ -178,8 +178,8 @@ static void allocate_run(rmq_service_thread *st) {
 }
 
 static rmq_mapped_file *allocate_for_queue(void *svc, const char *path, int64_t from,
-                                           const char *next_path, int64_t next_from,
-                                           int32_t size, rmq_err *err) {
+                                           const char *next_path, int64_t next_from, int32_t size,
+                                           rmq_err *err) {
   return rmq_allocate_mapped_file(svc, path, from, next_path, next_from, size, err);
 }
 
@@ -231,9 +231,9 @@ void rmq_allocate_service_free(rmq_allocate_service *svc) {
   free(svc);
 }
 
-rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char *path,
-                                          int64_t from, const char *next_path,
-                                          int64_t next_from, int32_t size, rmq_err *err) {
+rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char *path, int64_t from,
+                                          const char *next_path, int64_t next_from, int32_t size,
+                                          rmq_err *err) {
   struct timespec deadline;
   rmq_deadline_in(&deadline, RMQ_ALLOCATE_WAIT_MS);
   pthread_mutex_lock(&svc->mu);
@@ -247,8 +247,7 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
   if (!r) {
     rmq_err_set(err, RMQ_ENOMEM, "out of memory allocating %s", path);
   } else if (!r->done) {
-    rmq_err_set(err, RMQ_ETIMEOUT, "creating %s took more than %d ms", path,
-                RMQ_ALLOCATE_WAIT_MS);
+    rmq_err_set(err, RMQ_ETIMEOUT, "creating %s took more than %d ms", path, RMQ_ALLOCATE_WAIT_MS);
   } else {
     mf = r->file;
     r->file = NULL;

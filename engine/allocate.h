@@ -33,9 +33,9 @@ void rmq_allocate_service_free(rmq_allocate_service *svc);
 ** a request for next_path (next_from) queued behind it. NULL with err on
 ** failure or after RMQ_ALLOCATE_WAIT_MS.
 */
-rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char *path,
-                                          int64_t from, const char *next_path,
-                                          int64_t next_from, int32_t size, rmq_err *err);
+rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char *path, int64_t from,
+                                          const char *next_path, int64_t next_from, int32_t size,
+                                          rmq_err *err);
 
 /* Make svc q's allocator (rmq_allocate_mapped_file); set q->allocate to NULL to detach it. */
 void rmq_allocate_attach(rmq_allocate_service *svc, rmq_mapped_file_queue *q);

@@ -24,7 +24,7 @@
 typedef struct rmq_checkpoint {
   char *path;
   int fd;
-  uint8_t *mapped;  /* NULL when read from a read-only store */
+  uint8_t *mapped; /* NULL when read from a read-only store */
   _Atomic int64_t physic_msg_timestamp;
   _Atomic int64_t logics_msg_timestamp;
   _Atomic int64_t index_msg_timestamp;

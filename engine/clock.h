@@ -16,7 +16,7 @@
 #include "rmq.h"
 
 /* rmq_now_ms and rmq_monotonic_ms are public: rmq.h. */
-int64_t rmq_monotonic_ns(void);  /* monotonic clock, ns */
+int64_t rmq_monotonic_ns(void); /* monotonic clock, ns */
 /* An absolute CLOCK_MONOTONIC deadline ms from now, for pthread_cond_timedwait. */
 void rmq_deadline_in(struct timespec *ts, int64_t ms);
 /* Initialise a condition variable that waits on CLOCK_MONOTONIC. */

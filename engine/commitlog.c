@@ -286,7 +286,8 @@ static bool read_head(const uint8_t *rec, size_t room, rmq_record_head *h, rmq_e
 }
 
 /* The record's queue in the topic-queue table; *last is tried first. */
-static rmq_tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h, rmq_tqt_entry **last) {
+static rmq_tqt_entry *record_queue(rmq_commitlog *cl, const rmq_record_head *h,
+                                   rmq_tqt_entry **last) {
   rmq_tqt_entry *e = *last;
   if (e && e->queue_id == h->queue_id && e->topic_len == h->topic_len &&
       memcmp(e->topic, h->topic, h->topic_len) == 0) {
@@ -311,8 +312,8 @@ typedef struct stamp_state {
 ** (DefaultAppendMessageCallback.doAppend); a prepared or rolled-back
 ** transaction's record takes queue offset 0 and does not advance its queue.
 */
-static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head *h,
-                         int64_t offset, stamp_state *st, rmq_err *err) {
+static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head *h, int64_t offset,
+                         stamp_state *st, rmq_err *err) {
   rmq_tqt_entry *e = record_queue(cl, h, &st->last);
   if (!e) {
     rmq_err_set(err, RMQ_ENOMEM, "out of memory");
@@ -325,8 +326,10 @@ static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head 
   rmq_put64(rec + h->store_timestamp_at, st->now);
   if (!skip) e->next_offset++;
   if (st->result) {
-    *st->result++ = (rmq_put_result){.physical_offset = offset, .size = h->len,
-                                     .queue_offset = queue_offset, .store_timestamp = st->now};
+    *st->result++ = (rmq_put_result){.physical_offset = offset,
+                                     .size = h->len,
+                                     .queue_offset = queue_offset,
+                                     .store_timestamp = st->now};
   }
   return true;
 }
@@ -370,15 +373,14 @@ static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, in
 ** back and the bytes copied so far zeroed, lest recovery take them for
 ** records after a crash.
 */
-static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans,
-                          int nspans, int64_t total, stamp_state *st, int32_t ready,
-                          rmq_err *err) {
+static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans, int nspans,
+                          int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
   for (int i = 0; i < nspans; i++) {
     bool mapped = !mf->transient && pos + (int64_t)spans[i].len <= ready;
     size_t at;
-    if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], mf->file_from_offset + pos,
-                    st, &at, err)) {
+    if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], mf->file_from_offset + pos, st,
+                    &at, err)) {
       unstamp(cl, spans, i, at);
       rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (mapped ? spans[i].len : 0));
       return err->code;
@@ -414,8 +416,8 @@ static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, i
 }
 
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                              rmq_put_result *results, int64_t *first_offset,
-                              int64_t *end_offset, rmq_err *err) {
+                              rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
+                              rmq_err *err) {
   if (count <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   int64_t total = 0;
@@ -486,8 +488,8 @@ static int encode_batch(rmq_commitlog *cl, const rmq_message *msgs, int n, put_b
   return check_batch_size(cl, n, b->len, err);
 }
 
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
-                      rmq_put_result *results, int64_t *end_offset, rmq_err *err) {
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
+                      int64_t *end_offset, rmq_err *err) {
   put_buffer b;
   b.data = b.stack;
   b.cap = sizeof b.stack;
@@ -539,8 +541,10 @@ void rmq_commitlog_ref_release(rmq_commitlog_ref *ref) {
 int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc,
                                rmq_commitlog_ref *ref, rmq_message *out, rmq_err *err) {
   if (rmq_commitlog_get_data(cl, offset, ref) != RMQ_OK) {
-    return rmq_err_set(err, RMQ_ENOTFOUND, "no message at commitlog offset %lld (the log holds "
-                       "%lld..%lld)", (long long)offset, (long long)rmq_commitlog_min_offset(cl),
+    return rmq_err_set(err, RMQ_ENOTFOUND,
+                       "no message at commitlog offset %lld (the log holds "
+                       "%lld..%lld)",
+                       (long long)offset, (long long)rmq_commitlog_min_offset(cl),
                        (long long)rmq_commitlog_max_offset(cl));
   }
   rmq_decode_status s = rmq_message_decode(ref->data, ref->avail, check_crc, out);
@@ -583,9 +587,9 @@ static int abnormal_start_index(rmq_commitlog *cl, rmq_checkpoint *cp) {
 }
 
 typedef struct recover_scan {
-  int64_t end;                 /* offset after the last valid record */
-  rmq_decode_status stop;      /* why the scan stopped */
-  int32_t stop_size;           /* TOTALSIZE read where it stopped */
+  int64_t end;            /* offset after the last valid record */
+  rmq_decode_status stop; /* why the scan stopped */
+  int32_t stop_size;      /* TOTALSIZE read where it stopped */
 } recover_scan;
 
 static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *ctx,
@@ -644,8 +648,8 @@ static int segments_after(rmq_commitlog *cl, int64_t offset) {
 }
 
 int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *cp,
-                          rmq_record_cb on_record, void *ctx, int64_t *process_offset,
-                          char *report, size_t report_cap) {
+                          rmq_record_cb on_record, void *ctx, int64_t *process_offset, char *report,
+                          size_t report_cap) {
   int count = rmq_mfq_count(&cl->mfq);
   recover_scan scan = {0};
   if (count > 0) {
@@ -660,11 +664,12 @@ int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *
     snprintf(report, report_cap,
              "%s: commitlog ends at offset %lld%s%s%s; %d empty or damaged segment(s) after it "
              "%s",
-             !cl->mfq.writable ? "read-only scan" : last_exit_ok ? "normal recovery"
-                                                                : "abnormal recovery",
+             !cl->mfq.writable ? "read-only scan"
+             : last_exit_ok    ? "normal recovery"
+                               : "abnormal recovery",
              (long long)scan.end, torn ? ", where a damaged record was cut off (" : "",
-             torn ? rmq_decode_status_name(scan.stop) : "", torn ? ")" : "",
-             beyond, cl->mfq.writable ? "deleted" : "ignored");
+             torn ? rmq_decode_status_name(scan.stop) : "", torn ? ")" : "", beyond,
+             cl->mfq.writable ? "deleted" : "ignored");
   }
   return RMQ_OK;
 }
@@ -695,7 +700,7 @@ int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, cons
 
 int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
   size_t n = 0;
-  const char *tags = rmq_properties_get(m->properties, (size_t)m->properties_len,
-                                        RMQ_PROPERTY_TAGS, &n);
+  const char *tags = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_TAGS,
+                                        &n);
   return rmq_commitlog_tags_code_of(cl, m, tags, n);
 }

@@ -48,7 +48,7 @@ typedef struct rmq_commitlog {
   pthread_mutex_t put_mutex;
   pthread_spinlock_t put_spin;
   atomic_bool poisoned;
-  char poison_msg[256];            /* written once, before poisoned is set */
+  char poison_msg[256];               /* written once, before poisoned is set */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
 } rmq_commitlog;
@@ -69,8 +69,8 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 ** offsets and msgId (results may be NULL); *end_offset, the offset just past
 ** the batch.
 */
-int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n,
-                      rmq_put_result *results, int64_t *end_offset, rmq_err *err);
+int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
+                      int64_t *end_offset, rmq_err *err);
 
 /*
 ** Encode m into buf (cap bytes) as the record the log will hold: topic,
@@ -103,8 +103,8 @@ void rmq_commitlog_prepare_segment(rmq_commitlog *cl);
 ** starts and ends.
 */
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                              rmq_put_result *results, int64_t *first_offset,
-                              int64_t *end_offset, rmq_err *err);
+                              rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
+                              rmq_err *err);
 /* Poison the log after an I/O failure (first message kept). */
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why);
 
@@ -144,8 +144,8 @@ int64_t rmq_commitlog_time_at(rmq_commitlog *cl, int64_t offset, int32_t size);
 */
 typedef void (*rmq_record_cb)(void *ctx, const rmq_message *m);
 int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *cp,
-                          rmq_record_cb on_record, void *ctx, int64_t *process_offset,
-                          char *report, size_t report_cap);
+                          rmq_record_cb on_record, void *ctx, int64_t *process_offset, char *report,
+                          size_t report_cap);
 
 /* Set the next queue offset of (topic, queue_id): recovery rebuilds the table from the queues. */
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,

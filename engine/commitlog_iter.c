@@ -17,8 +17,7 @@
 #define MIN_RECORD_SIZE 91
 
 static int32_t segment_limit(rmq_commitlog_iter *it, rmq_mapped_file *mf) {
-  return it->flags & RMQ_CL_ITER_WHOLE_SEGMENTS ? mf->file_size
-                                                 : rmq_mapped_file_read_position(mf);
+  return it->flags & RMQ_CL_ITER_WHOLE_SEGMENTS ? mf->file_size : rmq_mapped_file_read_position(mf);
 }
 
 /* Hold the segment that starts at from (or the first one, when from was deleted). */
@@ -68,7 +67,7 @@ static bool later_segment_has_data(rmq_commitlog_iter *it) {
   }
 }
 
-#define REASON(rec, ...) snprintf((rec)->reason, sizeof (rec)->reason, __VA_ARGS__)
+#define REASON(rec, ...) snprintf((rec)->reason, sizeof(rec)->reason, __VA_ARGS__)
 
 /* A damaged record covering the rest of the segment. */
 static void damaged_tail(rmq_commitlog_iter *it, rmq_commitlog_record *rec, int32_t avail) {
@@ -93,9 +92,9 @@ static void damaged_record(rmq_commitlog_iter *it, rmq_commitlog_record *rec, in
            (int)rmq_body_crc(rec->m.body, (size_t)rec->m.body_len), (int)rec->m.body_crc);
   } else if (rec->status == RMQ_DECODE_BAD_LENGTH) {
     const rmq_message *m = &rec->m;
-    REASON(rec, "TOTALSIZE %d does not match the record's fields, which take %d bytes",
-           (int)size, (int)rmq_message_length(m->sys_flag, m->body_len, m->topic_len,
-                                              m->properties_len, m->magic == RMQ_MAGIC_V2));
+    REASON(rec, "TOTALSIZE %d does not match the record's fields, which take %d bytes", (int)size,
+           (int)rmq_message_length(m->sys_flag, m->body_len, m->topic_len, m->properties_len,
+                                   m->magic == RMQ_MAGIC_V2));
   } else {
     REASON(rec, "the %s runs past TOTALSIZE %d",
            rec->header ? "body, topic or properties" : "header", (int)size);
@@ -179,8 +178,7 @@ static void advance(rmq_commitlog_iter *it) {
 
 bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec) {
   /* A segment read whole must end with a BLANK in strict mode: its end is read as a record. */
-  bool end_is_record = (it->flags & RMQ_CL_ITER_STRICT) &&
-                       (it->flags & RMQ_CL_ITER_WHOLE_SEGMENTS);
+  bool end_is_record = (it->flags & RMQ_CL_ITER_STRICT) && (it->flags & RMQ_CL_ITER_WHOLE_SEGMENTS);
   if (it->started && it->mf) advance(it);
   it->started = true;
   while (it->mf) {

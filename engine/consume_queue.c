@@ -80,8 +80,7 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
                        (int)queue_id, topic);
   }
   if (entries_per_file <= 0 || entries_per_file > INT32_MAX / UNIT) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "consumequeue_entries is %d: it must be between 1 and %d",
+    return rmq_err_set(err, RMQ_EINVAL, "consumequeue_entries is %d: it must be between 1 and %d",
                        (int)entries_per_file, INT32_MAX / UNIT);
   }
   char dir[PATH_MAX];
@@ -295,9 +294,7 @@ int64_t rmq_cq_min_offset(rmq_consume_queue *cq) {
   return atomic_load(&cq->min_logic_offset) / UNIT;
 }
 
-int64_t rmq_cq_max_offset(rmq_consume_queue *cq) {
-  return rmq_mfq_max_offset(&cq->mfq) / UNIT;
-}
+int64_t rmq_cq_max_offset(rmq_consume_queue *cq) { return rmq_mfq_max_offset(&cq->mfq) / UNIT; }
 
 int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq) {
   return atomic_load(&cq->max_physic_offset);
@@ -328,9 +325,9 @@ int rmq_cq_get(rmq_consume_queue *cq, int64_t n, rmq_cq_entry *out, rmq_err *err
   if (mf) rmq_mapped_file_release(mf);
   if (ok) return RMQ_OK;
   return rmq_err_set(err, RMQ_ENOTFOUND,
-                     "queue offset %lld of %s/%d is outside the queue [%lld, %lld)",
-                     (long long)n, cq->topic, (int)cq->queue_id,
-                     (long long)rmq_cq_min_offset(cq), (long long)rmq_cq_max_offset(cq));
+                     "queue offset %lld of %s/%d is outside the queue [%lld, %lld)", (long long)n,
+                     cq->topic, (int)cq->queue_id, (long long)rmq_cq_min_offset(cq),
+                     (long long)rmq_cq_max_offset(cq));
 }
 
 /* The oldest queue offset that can still be read: entries below it are fillers or deleted. */
@@ -388,8 +385,7 @@ static rmq_mapped_file *file_by_time(rmq_consume_queue *cq, int64_t ts) {
   return rmq_mfq_last(&cq->mfq);
 }
 
-static int store_time_error(rmq_consume_queue *cq, int64_t n, const rmq_cq_entry *e,
-                            rmq_err *err) {
+static int store_time_error(rmq_consume_queue *cq, int64_t n, const rmq_cq_entry *e, rmq_err *err) {
   return rmq_err_set(err, RMQ_ECORRUPT,
                      "cannot read the store time of the commitlog record at offset %lld "
                      "(size %d) of %s/%d entry %lld",
@@ -448,22 +444,20 @@ static int search_file_by_time(rmq_consume_queue *cq, rmq_mapped_file *mf, int64
   return RMQ_OK;
 }
 
-int rmq_cq_offset_by_time(rmq_consume_queue *cq, int64_t timestamp,
-                          int64_t commitlog_min_offset, rmq_cq_store_time_fn store_time,
-                          void *ctx, int64_t *out, rmq_err *err) {
+int rmq_cq_offset_by_time(rmq_consume_queue *cq, int64_t timestamp, int64_t commitlog_min_offset,
+                          rmq_cq_store_time_fn store_time, void *ctx, int64_t *out, rmq_err *err) {
   *out = 0;
   rmq_mapped_file *mf = file_by_time(cq, timestamp);
   if (mf == NULL) return RMQ_OK;
-  int rc = search_file_by_time(cq, mf, timestamp, commitlog_min_offset, store_time, ctx, out,
-                               err);
+  int rc = search_file_by_time(cq, mf, timestamp, commitlog_min_offset, store_time, ctx, out, err);
   rmq_mapped_file_release(mf);
   return rc;
 }
 
 int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestamp,
                                          int64_t commitlog_min_offset,
-                                         rmq_cq_store_time_fn store_time, void *ctx,
-                                         int64_t *out, rmq_err *err) {
+                                         rmq_cq_store_time_fn store_time, void *ctx, int64_t *out,
+                                         rmq_err *err) {
   int64_t lo = oldest_offset(cq);
   int64_t hi = rmq_cq_max_offset(cq);
   rmq_mapped_file *mf = NULL;
@@ -534,8 +528,8 @@ struct rmq_cq_table {
   rmq_topic_queue_table *queues; /* (topic, queue_id) -> rmq_consume_queue * */
 };
 
-int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable,
-                     rmq_cq_table **out, rmq_err *err) {
+int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable, rmq_cq_table **out,
+                     rmq_err *err) {
   *out = NULL;
   rmq_cq_table *t = calloc(1, sizeof *t);
   if (t == NULL || (t->root = strdup(root)) == NULL || (t->queues = rmq_tqt_new()) == NULL) {
@@ -580,8 +574,8 @@ rmq_consume_queue *rmq_cq_table_find(rmq_cq_table *t, const char *topic, int32_t
 }
 
 /* Open the queue and add it to the table; with the write lock held. */
-static int table_add(rmq_cq_table *t, const char *topic, int32_t queue_id,
-                     rmq_consume_queue **out, rmq_err *err) {
+static int table_add(rmq_cq_table *t, const char *topic, int32_t queue_id, rmq_consume_queue **out,
+                     rmq_err *err) {
   int rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
   if (rc != RMQ_OK) return rc;
   rmq_tqt_entry *e = rmq_tqt_get(t->queues, topic, strlen(topic), queue_id);

@@ -45,12 +45,12 @@
 typedef struct rmq_consume_queue {
   char *topic;
   int32_t queue_id;
-  int32_t file_size;                  /* entries_per_file * 20 */
+  int32_t file_size; /* entries_per_file * 20 */
   bool writable;
   rmq_mapped_file_queue mfq;
-  _Atomic int64_t max_physic_offset;  /* end (offset + size) of the last entry; -1: none */
-  _Atomic int64_t min_logic_offset;   /* byte offset of the first valid entry */
-  _Atomic int64_t logic_gaps;         /* puts whose queue offset was past the tail */
+  _Atomic int64_t max_physic_offset; /* end (offset + size) of the last entry; -1: none */
+  _Atomic int64_t min_logic_offset;  /* byte offset of the first valid entry */
+  _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
 } rmq_consume_queue;
 
 /*
@@ -131,9 +131,8 @@ typedef int64_t (*rmq_cq_store_time_fn)(void *ctx, int64_t phy_offset, int32_t s
 ** store time (all too early) the answer is the first entry past them instead
 ** of (segment start - 1) / 20.
 */
-int rmq_cq_offset_by_time(rmq_consume_queue *cq, int64_t timestamp,
-                          int64_t commitlog_min_offset, rmq_cq_store_time_fn store_time,
-                          void *ctx, int64_t *out, rmq_err *err);
+int rmq_cq_offset_by_time(rmq_consume_queue *cq, int64_t timestamp, int64_t commitlog_min_offset,
+                          rmq_cq_store_time_fn store_time, void *ctx, int64_t *out, rmq_err *err);
 
 /*
 ** What a SQL user means by "messages from time T on": the queue offset of
@@ -145,8 +144,8 @@ int rmq_cq_offset_by_time(rmq_consume_queue *cq, int64_t timestamp,
 */
 int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestamp,
                                          int64_t commitlog_min_offset,
-                                         rmq_cq_store_time_fn store_time, void *ctx,
-                                         int64_t *out, rmq_err *err);
+                                         rmq_cq_store_time_fn store_time, void *ctx, int64_t *out,
+                                         rmq_err *err);
 
 /*
 ** Flush by MappedFile.isAbleToFlush's page rule (FlushConsumeQueueService:
@@ -169,8 +168,8 @@ int rmq_cq_delete_expired(rmq_consume_queue *cq, int64_t phy_min_offset);
 */
 typedef struct rmq_cq_table rmq_cq_table;
 
-int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable,
-                     rmq_cq_table **out, rmq_err *err);
+int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable, rmq_cq_table **out,
+                     rmq_err *err);
 /* Close every queue and free the table. */
 void rmq_cq_table_free(rmq_cq_table *t);
 

@@ -37,9 +37,9 @@ static uint32_t load_le32(const uint8_t *p) {
 static uint32_t crc32_slice8(uint32_t c, const uint8_t *p, size_t n) {
   for (; n >= 8; p += 8, n -= 8) {
     uint32_t a = c ^ load_le32(p), b = load_le32(p + 4);
-    c = crc_tables[7][a & 0xFF] ^ crc_tables[6][(a >> 8) & 0xFF] ^
-        crc_tables[5][(a >> 16) & 0xFF] ^ crc_tables[4][a >> 24] ^ crc_tables[3][b & 0xFF] ^
-        crc_tables[2][(b >> 8) & 0xFF] ^ crc_tables[1][(b >> 16) & 0xFF] ^ crc_tables[0][b >> 24];
+    c = crc_tables[7][a & 0xFF] ^ crc_tables[6][(a >> 8) & 0xFF] ^ crc_tables[5][(a >> 16) & 0xFF] ^
+        crc_tables[4][a >> 24] ^ crc_tables[3][b & 0xFF] ^ crc_tables[2][(b >> 8) & 0xFF] ^
+        crc_tables[1][(b >> 16) & 0xFF] ^ crc_tables[0][b >> 24];
   }
   while (n--) c = crc_tables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
   return c;

@@ -18,9 +18,7 @@ static char *put_digits(char *out, int64_t v, int width) {
   return out + width;
 }
 
-void rmq_file_name(int64_t offset, char out[21]) {
-  snprintf(out, 21, "%020" PRId64, offset);
-}
+void rmq_file_name(int64_t offset, char out[21]) { snprintf(out, 21, "%020" PRId64, offset); }
 
 int rmq_file_name_parse(const char *name, int64_t *offset) {
   int64_t v = 0;

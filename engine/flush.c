@@ -21,12 +21,12 @@ struct rmq_flush_service {
   rmq_checkpoint *cp;
   rmq_flush_config cfg;
   rmq_service_thread flush_thread;
-  rmq_service_thread commit_thread;  /* only with a transient store pool */
+  rmq_service_thread commit_thread; /* only with a transient store pool */
   pthread_mutex_t gc_mu;
   pthread_cond_t gc_done;
   group_commit_request *requests_write;
   group_commit_request *requests_read;
-  char io_error[512];  /* the failure that poisoned the log, for waiting producers */
+  char io_error[512]; /* the failure that poisoned the log, for waiting producers */
 };
 
 /* Commit (pool mode) then flush until nothing moves: everything written is on disk. */
@@ -210,8 +210,7 @@ rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
                           cfg->sync ? "GroupCommitService" : "FlushRealTimeService",
                           cfg->sync ? group_commit_run : flush_real_time_run, fs);
   if (cl->mfq.pool) {
-    rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run,
-                            fs);
+    rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run, fs);
   }
   return fs;
 }
@@ -255,7 +254,7 @@ struct rmq_cq_flush_service {
   rmq_index_service *index;
   rmq_checkpoint *cp;
   rmq_service_thread thread;
-  pthread_mutex_t mu;  /* one pass at a time: the thread or rmq_cq_flush_all */
+  pthread_mutex_t mu; /* one pass at a time: the thread or rmq_cq_flush_all */
 };
 
 /* DMS doFlush: a thorough pass records the logics time taken before the queues were forced. */

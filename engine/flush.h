@@ -31,11 +31,11 @@
 
 typedef struct rmq_flush_config {
   bool sync;
-  int sync_flush_timeout_ms;       /* 5000 */
-  int flush_interval_ms;           /* 500 */
-  int flush_least_pages;           /* 4 */
-  int flush_thorough_interval_ms;  /* 10000 */
-  int commit_interval_ms;          /* 200, with a transient store pool */
+  int sync_flush_timeout_ms;      /* 5000 */
+  int flush_interval_ms;          /* 500 */
+  int flush_least_pages;          /* 4 */
+  int flush_thorough_interval_ms; /* 10000 */
+  int commit_interval_ms;         /* 200, with a transient store pool */
 } rmq_flush_config;
 
 typedef struct rmq_flush_service rmq_flush_service;

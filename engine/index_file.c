@@ -46,9 +46,7 @@ static int64_t item_offset(const rmq_index_file *f, int64_t k) {
          k * RMQ_INDEX_ITEM_SIZE;
 }
 
-static uint8_t *item_at(rmq_index_file *f, int32_t k) {
-  return f->mf->mapped + item_offset(f, k);
-}
+static uint8_t *item_at(rmq_index_file *f, int32_t k) { return f->mf->mapped + item_offset(f, k); }
 
 /*
 ** Slots are read by queries while the writer updates them: atomic 4-byte
@@ -90,8 +88,7 @@ static int index_file_map(const char *path, int32_t slot_num, int32_t index_num,
     return rmq_err_set(err, RMQ_ECORRUPT,
                        "index file %s is %lld bytes but index_slots %d and index_entries %d "
                        "give %lld (check those settings)",
-                       path, (long long)st.st_size, (int)slot_num, (int)index_num,
-                       (long long)size);
+                       path, (long long)st.st_size, (int)slot_num, (int)index_num, (long long)size);
   }
   rmq_index_file *f = calloc(1, sizeof *f);
   if (f == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory opening %s", path);
@@ -149,8 +146,8 @@ int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, b
   if (count > index_num) {
     rmq_index_file_close(f, false);
     return rmq_err_set(err, RMQ_ECORRUPT,
-                       "index file %s: indexCount %d at offset 36 exceeds index_entries %d",
-                       path, (int)count, (int)index_num);
+                       "index file %s: indexCount %d at offset 36 exceeds index_entries %d", path,
+                       (int)count, (int)index_num);
   }
   atomic_init(&f->begin_timestamp, rmq_get64(h));
   atomic_init(&f->end_timestamp, rmq_get64(h + 8));
@@ -357,8 +354,8 @@ static int list_index_names(const char *dir, char ***names, int *n, rmq_err *err
 ** 4 * maxHashSlotNum, so size = 40 + 84 * slots), which the defaults
 ** (5000000, 20000000) and most brokers follow.
 */
-static int readonly_geometry(rmq_index_service *s, const char *path, int64_t size,
-                             int32_t *slots, int32_t *entries, rmq_err *err) {
+static int readonly_geometry(rmq_index_service *s, const char *path, int64_t size, int32_t *slots,
+                             int32_t *entries, rmq_err *err) {
   *slots = s->slot_num;
   *entries = s->index_num;
   if (rmq_index_file_size(*slots, *entries) == size) return RMQ_OK;
@@ -483,8 +480,7 @@ static int writable_file(rmq_index_service *s, rmq_index_file **out, rmq_err *er
   }
   char path[PATH_MAX];
   if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", s->dir,
-                       strerror(errno));
+    return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", s->dir, strerror(errno));
   }
   next_index_path(s, last ? base_name(rmq_index_file_path(last)) : NULL, path, sizeof path);
   rmq_index_file *f;

@@ -46,7 +46,7 @@
 #define RMQ_INDEX_DEFAULT_ENTRIES 20000000
 
 typedef struct rmq_index_file {
-  rmq_mapped_file *mf;  /* the whole file, mapped from offset 0 */
+  rmq_mapped_file *mf; /* the whole file, mapped from offset 0 */
   int32_t slot_num;
   int32_t index_num;
   _Atomic int64_t begin_timestamp;
@@ -122,20 +122,20 @@ typedef struct rmq_index_request {
   int64_t commit_log_offset;
   int64_t store_timestamp;
   int32_t sys_flag;
-  const char *keys;      /* the KEYS property, NULL when absent */
+  const char *keys; /* the KEYS property, NULL when absent */
   size_t keys_len;
-  const char *uniq_key;  /* the UNIQ_KEY property, NULL when absent */
+  const char *uniq_key; /* the UNIQ_KEY property, NULL when absent */
   size_t uniq_key_len;
 } rmq_index_request;
 
 typedef struct rmq_index_service {
-  char *dir;                   /* <root>/index */
+  char *dir; /* <root>/index */
   int32_t slot_num;
   int32_t index_num;
   bool writable;
-  rmq_checkpoint *checkpoint;  /* may be NULL */
-  pthread_rwlock_t lock;       /* guards files/count/cap */
-  rmq_index_file **files;      /* oldest first (name order) */
+  rmq_checkpoint *checkpoint; /* may be NULL */
+  pthread_rwlock_t lock;      /* guards files/count/cap */
+  rmq_index_file **files;     /* oldest first (name order) */
   int count, cap;
 } rmq_index_service;
 

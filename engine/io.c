@@ -14,7 +14,7 @@ typedef struct io_fault {
   atomic_int countdown; /* act when this reaches 0 after a decrement */
   int err;
   long short_len;
-  int stall_ms;         /* > 0: the call sleeps this long, then succeeds */
+  int stall_ms; /* > 0: the call sleeps this long, then succeeds */
 } io_fault;
 
 static io_fault faults[RMQ_IO_OP_COUNT];

@@ -40,8 +40,8 @@ static size_t utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
   if (b > 0xF4 || (b == 0xF0 && s[1] < 0x90) || (b == 0xF4 && s[1] > 0x8F)) return 1;
   if (n < 3 || !is_cont(s[2])) return 2;
   if (n < 4 || !is_cont(s[3])) return 3;
-  *cp = (uint32_t)(b & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 |
-        (uint32_t)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
+  *cp = (uint32_t)(b & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 |
+        (s[3] & 0x3F);
   return 4;
 }
 
@@ -67,16 +67,11 @@ static uint32_t hash_utf8(uint32_t h, const char *text, size_t len) {
   return h;
 }
 
-int32_t rmq_java_hash(const char *utf8, size_t len) {
-  return (int32_t)hash_utf8(0, utf8, len);
-}
+int32_t rmq_java_hash(const char *utf8, size_t len) { return (int32_t)hash_utf8(0, utf8, len); }
 
-int64_t rmq_tags_code(const char *tags, size_t len) {
-  return tags ? rmq_java_hash(tags, len) : 0;
-}
+int64_t rmq_tags_code(const char *tags, size_t len) { return tags ? rmq_java_hash(tags, len) : 0; }
 
-int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key,
-                           size_t key_len) {
+int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key, size_t key_len) {
   /* Hashing topic, '#', key in turn equals hashing the joined string. */
   uint32_t h = hash_utf8(0, topic, topic_len);
   h = hash_utf8(h * 31 + '#', key, key_len);

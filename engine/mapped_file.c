@@ -29,8 +29,9 @@ static int sync_parent_dir(const char *path, rmq_err *err) {
   memcpy(dir, path, n);
   dir[n] = '\0';
   int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
-  int rc = fd >= 0 && rmq_io_fsync(fd) == 0 ? RMQ_OK
-         : rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
+  int rc = fd >= 0 && rmq_io_fsync(fd) == 0
+               ? RMQ_OK
+               : rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
   if (fd >= 0) close(fd);
   return rc;
 }
@@ -41,8 +42,8 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
   int flags = writable ? O_RDWR | (create ? O_CREAT : 0) : O_RDONLY;
   int fd = rmq_io_open(path, flags, 0644);
   if (fd < 0) {
-    return rmq_err_set(err, errno == ENOENT ? RMQ_ENOTFOUND : RMQ_EIO, "cannot open %s: %s",
-                       path, strerror(errno));
+    return rmq_err_set(err, errno == ENOENT ? RMQ_ENOTFOUND : RMQ_EIO, "cannot open %s: %s", path,
+                       strerror(errno));
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -58,8 +59,8 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
   } else if (st.st_size != file_size && !(st.st_size == 0 && writable)) {
     close(fd);
     return rmq_err_set(err, RMQ_ECORRUPT,
-                       "%s is %lld bytes but the segment size is %d (check the size setting)",
-                       path, (long long)st.st_size, file_size);
+                       "%s is %lld bytes but the segment size is %d (check the size setting)", path,
+                       (long long)st.st_size, file_size);
   }
   if (st.st_size == 0 && writable && sync_parent_dir(path, err) != RMQ_OK) {
     close(fd);
@@ -162,7 +163,7 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   if (able_to(flushed, target, mf->file_size, least_pages)) {
     int32_t start = flushed - flushed % RMQ_OS_PAGE_SIZE;
     int sys = mf->transient ? rmq_io_fsync(mf->fd)
-                               : rmq_io_msync(mf->mapped + start, (size_t)(target - start));
+                            : rmq_io_msync(mf->mapped + start, (size_t)(target - start));
     if (sys != 0) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %d: %s", mf->path, target,
                        strerror(errno));
@@ -211,11 +212,11 @@ int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
   /* The writer and the pre-fault thread both reserve; allocating a range twice is harmless. */
   if (rmq_io_fallocate(mf->fd, reserved, end - reserved) != 0 && errno != EOPNOTSUPP) {
     return rmq_err_set(err, errno == ENOSPC || errno == EDQUOT ? RMQ_EFULL : RMQ_EIO,
-                       "cannot allocate disk space for %s bytes %d..%lld: %s", mf->path,
-                       reserved, (long long)end, strerror(errno));
+                       "cannot allocate disk space for %s bytes %d..%lld: %s", mf->path, reserved,
+                       (long long)end, strerror(errno));
   }
-  while (reserved < end && !atomic_compare_exchange_weak(&mf->reserved_position, &reserved,
-                                                         (int32_t)end)) {
+  while (reserved < end &&
+         !atomic_compare_exchange_weak(&mf->reserved_position, &reserved, (int32_t)end)) {
   }
   return RMQ_OK;
 }

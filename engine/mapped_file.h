@@ -42,10 +42,10 @@ typedef struct rmq_mapped_file {
   int32_t file_size;
   int fd;
   bool writable;
-  uint8_t *mapped;                 /* file_size bytes of the file */
-  uint8_t *write_buffer;           /* from the transient store pool, or NULL once committed */
-  bool transient;                  /* written through a pool buffer; never changes once set */
-  rmq_transient_store_pool *pool;  /* where write_buffer goes back */
+  uint8_t *mapped;                /* file_size bytes of the file */
+  uint8_t *write_buffer;          /* from the transient store pool, or NULL once committed */
+  bool transient;                 /* written through a pool buffer; never changes once set */
+  rmq_transient_store_pool *pool; /* where write_buffer goes back */
   atomic_int wrote_position;
   atomic_int committed_position;
   atomic_int flushed_position;
@@ -57,10 +57,10 @@ typedef struct rmq_mapped_file {
   atomic_int refcount;
   atomic_bool available;
   atomic_bool unlink_on_free;
-  bool first_in_queue;             /* first file a consume queue ever created */
+  bool first_in_queue;              /* first file a consume queue ever created */
   rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
   void *write_failed_ctx;
-  pthread_mutex_t flush_mu;        /* one flush or commit of this file at a time */
+  pthread_mutex_t flush_mu; /* one flush or commit of this file at a time */
 } rmq_mapped_file;
 
 /*
@@ -88,9 +88,8 @@ static inline int32_t rmq_mapped_file_wrote(rmq_mapped_file *mf) {
   return atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
 }
 static inline int32_t rmq_mapped_file_read_position(rmq_mapped_file *mf) {
-  return mf->transient
-             ? atomic_load_explicit(&mf->committed_position, memory_order_acquire)
-             : atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
+  return mf->transient ? atomic_load_explicit(&mf->committed_position, memory_order_acquire)
+                       : atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
 }
 static inline bool rmq_mapped_file_is_full(rmq_mapped_file *mf) {
   return rmq_mapped_file_wrote(mf) == mf->file_size;

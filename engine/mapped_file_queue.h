@@ -25,23 +25,23 @@
 ** next_path (next_from) ahead; NULL with err on failure.
 */
 typedef rmq_mapped_file *(*rmq_allocate_fn)(void *ctx, const char *path, int64_t from,
-                                            const char *next_path, int64_t next_from,
-                                            int32_t size, rmq_err *err);
+                                            const char *next_path, int64_t next_from, int32_t size,
+                                            rmq_err *err);
 
 typedef struct rmq_mapped_file_queue {
   char *dir;
   int32_t file_size;
   bool writable;
-  rmq_allocate_fn allocate;        /* pre-creates segments; NULL: create inline */
+  rmq_allocate_fn allocate; /* pre-creates segments; NULL: create inline */
   void *allocate_ctx;
-  rmq_transient_store_pool *pool;  /* write buffers; NULL: write the mapping */
+  rmq_transient_store_pool *pool; /* write buffers; NULL: write the mapping */
   pthread_rwlock_t lock;
   rmq_mapped_file **files;
   int count, cap;
   _Atomic int64_t flushed_where;
   _Atomic int64_t committed_where;
-  _Atomic int64_t store_timestamp; /* of the last record flushed with leastPages 0 */
-  pthread_mutex_t flush_mu;        /* queue-level flush/commit are serialised */
+  _Atomic int64_t store_timestamp;  /* of the last record flushed with leastPages 0 */
+  pthread_mutex_t flush_mu;         /* queue-level flush/commit are serialised */
   rmq_write_failed_fn write_failed; /* given to each file the queue takes */
   void *write_failed_ctx;
 } rmq_mapped_file_queue;
@@ -75,7 +75,7 @@ rmq_mapped_file *rmq_mfq_find(rmq_mapped_file_queue *q, int64_t offset);
 rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_offset,
                                         rmq_err *err);
 
-int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q);   /* first file's start, or 0 */
+int64_t rmq_mfq_min_offset(rmq_mapped_file_queue *q); /* first file's start, or 0 */
 /* start + read position (or wrote) of the last file with data; files past it read as empty */
 int64_t rmq_mfq_max_offset(rmq_mapped_file_queue *q);
 int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);
@@ -84,8 +84,7 @@ int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);
 ** Flush the file that holds flushed_where (see rmq_mapped_file_flush) and
 ** advance flushed_where. *flushed_something tells whether it moved.
 */
-int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_something,
-                  rmq_err *err);
+int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_something, rmq_err *err);
 int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_something,
                    rmq_err *err);
 

@@ -205,8 +205,8 @@ rmq_decode_status rmq_message_decode(const uint8_t *buf, size_t avail, bool chec
   if (out->properties_len < 0 || out->properties_len > end - p) return RMQ_DECODE_TRUNCATED;
   out->properties = (const char *)p;
 
-  if (rmq_message_length(out->sys_flag, out->body_len, out->topic_len, out->properties_len,
-                         v2) != size)
+  if (rmq_message_length(out->sys_flag, out->body_len, out->topic_len, out->properties_len, v2) !=
+      size)
     return RMQ_DECODE_BAD_LENGTH;
   return RMQ_DECODE_OK;
 }

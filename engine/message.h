@@ -47,8 +47,7 @@
 #define RMQ_POS_BORN_TIMESTAMP 40
 #define RMQ_POS_BORN_HOST 48
 /* STORETIMESTAMP sits at 48 + born-host size: 56 (IPv4) or 68 (IPv6). */
-#define RMQ_POS_STORE_TIMESTAMP(sys_flag) \
-  (48 + (((sys_flag) & RMQ_SYSFLAG_BORNHOST_V6) ? 20 : 8))
+#define RMQ_POS_STORE_TIMESTAMP(sys_flag) (48 + (((sys_flag)&RMQ_SYSFLAG_BORNHOST_V6) ? 20 : 8))
 
 /* calMsgLength: the record size for these field sizes (v2: 2-byte topic length). */
 int32_t rmq_message_length(int32_t sys_flag, int32_t body_len, int32_t topic_len,
@@ -93,7 +92,10 @@ static inline int64_t rmq_get64(const uint8_t *p) {
 }
 static inline void rmq_put32(uint8_t *p, int32_t v) {
   uint32_t u = (uint32_t)v;
-  p[0] = (uint8_t)(u >> 24); p[1] = (uint8_t)(u >> 16); p[2] = (uint8_t)(u >> 8); p[3] = (uint8_t)u;
+  p[0] = (uint8_t)(u >> 24);
+  p[1] = (uint8_t)(u >> 16);
+  p[2] = (uint8_t)(u >> 8);
+  p[3] = (uint8_t)u;
 }
 static inline void rmq_put64(uint8_t *p, int64_t v) {
   rmq_put32(p, (int32_t)((uint64_t)v >> 32));

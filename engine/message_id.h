@@ -11,7 +11,6 @@
 
 #include "rmq.h" /* hosts and msgIds; here, what only the engine uses */
 
-
 /* UtilAll.bytes2string: n bytes as 2n upper-case hex digits (no NUL); returns the end. */
 char *rmq_bytes2string(char *out, const uint8_t *bytes, size_t n);
 

@@ -47,8 +47,7 @@ void rmq_properties_find(const char *props, size_t len, const char *const *names
   }
 }
 
-const char *rmq_properties_get(const char *props, size_t len, const char *name,
-                               size_t *value_len) {
+const char *rmq_properties_get(const char *props, size_t len, const char *name, size_t *value_len) {
   rmq_property_value v;
   rmq_properties_find(props, len, &name, 1, &v);
   if (v.value) *value_len = v.len;
@@ -80,8 +79,8 @@ int rmq_properties_put(char *buf, size_t cap, size_t *len, const char *name, siz
   return 0;
 }
 
-int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
-                          size_t name_len, const char *value, size_t value_len) {
+int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
+                          const char *value, size_t value_len) {
   if (rmq_properties_has_separator(name, name_len) ||
       rmq_properties_has_separator(value, value_len)) {
     return -1;

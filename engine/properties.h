@@ -19,15 +19,13 @@
 ** accepted, and a later duplicate wins. Returns the value's start (not
 ** NUL-terminated) and its length, or NULL.
 */
-const char *rmq_properties_get(const char *props, size_t len, const char *name,
-                               size_t *value_len);
-
+const char *rmq_properties_get(const char *props, size_t len, const char *name, size_t *value_len);
 
 /*
 ** Append "name\1value" (with a \2 before it when *len > 0) to buf.
 ** Returns 0, or -1 if it does not fit in cap or name/value contain \1 or \2.
 */
-int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name,
-                          size_t name_len, const char *value, size_t value_len);
+int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name, size_t name_len,
+                          const char *value, size_t value_len);
 
 #endif

@@ -62,13 +62,15 @@ static int share(registry_entry *e, const rmq_config *cfg, rmq_store **out, rmq_
   if (have->readonly && !cfg->readonly) {
     return rmq_err_set(err, RMQ_EINVAL,
                        "store %s is open read-only in this process; close it before opening it "
-                       "for writing", e->real_dir);
+                       "for writing",
+                       e->real_dir);
   }
   const char *diff = cfg->readonly ? NULL : differing_setting(have, cfg);
   if (diff) {
     return rmq_err_set(err, RMQ_EINVAL,
                        "store %s is already open in this process with another %s; open it "
-                       "with the same settings", e->real_dir, diff);
+                       "with the same settings",
+                       e->real_dir, diff);
   }
   e->refs++;
   *out = e->store;

@@ -20,7 +20,7 @@ struct rmq_reput_service {
   _Atomic int64_t reput_from_offset;
   _Atomic int64_t skipped;
   atomic_bool failed;
-  pthread_mutex_t mu;       /* guards nothing but the progress condition */
+  pthread_mutex_t mu; /* guards nothing but the progress condition */
   pthread_cond_t progress;
 };
 
@@ -56,8 +56,8 @@ static int build_consume_queue(rmq_reput_service *r, const rmq_message *m,
                     m->store_timestamp, m->queue_offset, r->cp, err);
 }
 
-static int build_index(rmq_reput_service *r, const rmq_message *m,
-                       const rmq_property_value *props, rmq_err *err) {
+static int build_index(rmq_reput_service *r, const rmq_message *m, const rmq_property_value *props,
+                       rmq_err *err) {
   if (!r->index) return RMQ_OK;
   rmq_index_request q = {
       .topic = m->topic,
@@ -75,8 +75,8 @@ static int build_index(rmq_reput_service *r, const rmq_message *m,
 
 int rmq_reput_dispatch(rmq_reput_service *r, const rmq_message *m, rmq_err *err) {
   rmq_property_value props[DISPATCH_PROPS];
-  rmq_properties_find(m->properties, (size_t)m->properties_len, dispatch_properties,
-                      DISPATCH_PROPS, props);
+  rmq_properties_find(m->properties, (size_t)m->properties_len, dispatch_properties, DISPATCH_PROPS,
+                      props);
   int rc = build_consume_queue(r, m, props, err);
   if (rc == RMQ_OK) rc = build_index(r, m, props, err);
   return rc;

@@ -74,12 +74,12 @@ typedef struct rmq_message {
 } rmq_message;
 
 typedef enum rmq_decode_status {
-  RMQ_DECODE_OK = 0,      /* a valid record; total_size bytes */
-  RMQ_DECODE_BLANK,       /* end-of-segment BLANK; total_size = its length */
-  RMQ_DECODE_BAD_MAGIC,   /* neither v1, v2 nor BLANK (zero bytes land here) */
-  RMQ_DECODE_TRUNCATED,   /* a field or a length runs past the available bytes */
-  RMQ_DECODE_BAD_LENGTH,  /* calMsgLength differs from TOTALSIZE */
-  RMQ_DECODE_BAD_CRC      /* check_crc and the masked CRC32 of the body differs */
+  RMQ_DECODE_OK = 0,     /* a valid record; total_size bytes */
+  RMQ_DECODE_BLANK,      /* end-of-segment BLANK; total_size = its length */
+  RMQ_DECODE_BAD_MAGIC,  /* neither v1, v2 nor BLANK (zero bytes land here) */
+  RMQ_DECODE_TRUNCATED,  /* a field or a length runs past the available bytes */
+  RMQ_DECODE_BAD_LENGTH, /* calMsgLength differs from TOTALSIZE */
+  RMQ_DECODE_BAD_CRC     /* check_crc and the masked CRC32 of the body differs */
 } rmq_decode_status;
 
 const char *rmq_decode_status_name(rmq_decode_status s);
@@ -181,16 +181,16 @@ int rmq_uniq_key_next(rmq_uniq_key_gen *g, char out[RMQ_MSG_ID_MAX]);
 */
 enum {
   RMQ_OK = 0,
-  RMQ_EINVAL,     /* bad argument or message: nothing was written */
-  RMQ_ENOMEM,     /* out of memory */
-  RMQ_EIO,        /* an I/O call failed; the store may now refuse writes */
-  RMQ_ECORRUPT,   /* a file's bytes do not follow the format */
-  RMQ_ELOCKED,    /* another process holds the store's lock */
-  RMQ_ETIMEOUT,   /* a flush or an allocation did not finish in time */
-  RMQ_EPOISONED,  /* an earlier fsync or write failed: reopen the store */
-  RMQ_ENOTFOUND,  /* no such message, queue or file */
-  RMQ_ECLOSED,    /* the store is shutting down */
-  RMQ_EFULL       /* a segment or an index file has no room, or the disk is full */
+  RMQ_EINVAL,    /* bad argument or message: nothing was written */
+  RMQ_ENOMEM,    /* out of memory */
+  RMQ_EIO,       /* an I/O call failed; the store may now refuse writes */
+  RMQ_ECORRUPT,  /* a file's bytes do not follow the format */
+  RMQ_ELOCKED,   /* another process holds the store's lock */
+  RMQ_ETIMEOUT,  /* a flush or an allocation did not finish in time */
+  RMQ_EPOISONED, /* an earlier fsync or write failed: reopen the store */
+  RMQ_ENOTFOUND, /* no such message, queue or file */
+  RMQ_ECLOSED,   /* the store is shutting down */
+  RMQ_EFULL      /* a segment or an index file has no room, or the disk is full */
 };
 
 typedef struct rmq_err {
@@ -202,8 +202,7 @@ typedef struct rmq_err {
 ** Record an error unless one is already recorded. Returns err->code: the
 ** first error's code, which may differ from code (code itself when err is NULL).
 */
-int rmq_err_set(rmq_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int rmq_err_set(rmq_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Forget any recorded error. */
 void rmq_err_clear(rmq_err *err);
 /* A fixed English name for a code ("I/O error", "store is locked", ...). */
@@ -211,32 +210,32 @@ const char *rmq_strerror(int code);
 
 /* ---------------------------------------------------------------- clocks */
 
-int64_t rmq_now_ms(void);        /* wall clock, ms since the epoch (timestamps) */
-int64_t rmq_monotonic_ms(void);  /* monotonic clock, ms (deadlines) */
+int64_t rmq_now_ms(void);       /* wall clock, ms since the epoch (timestamps) */
+int64_t rmq_monotonic_ms(void); /* monotonic clock, ms (deadlines) */
 
 /* ---------------------------------------------------------------- config */
 
 #define RMQ_MAX_DELAY_LEVELS 64
 
 typedef struct rmq_config {
-  bool flush_sync;                  /* flush='sync': puts return once on disk */
-  int32_t commitlog_file_size;      /* 1073741824 */
-  int32_t consumequeue_entries;     /* 300000 (20-byte entries per file) */
-  int32_t index_slots;              /* 5000000 */
-  int32_t index_entries;            /* 20000000 */
-  int32_t max_message_size;         /* 4194304: limit on a body */
-  int default_queues;               /* 4 */
-  char delay_levels[512];           /* "1s 5s ... 2h" */
-  int file_reserved_hours;          /* 72 */
-  char delete_when[64];             /* "04" */
-  int disk_max_used_ratio;          /* 75 */
-  bool readonly;                    /* read the files, take no lock, write nothing */
-  rmq_host store_host;              /* 127.0.0.1:10911, part of every msgId */
-  int sync_flush_timeout_ms;        /* 5000 */
-  int transient_store_pool;         /* write buffers; 0 = off (async flush only) */
-  bool warm_mapped_file;            /* pre-fault and mlock new CommitLog segments */
-  bool use_spin_lock;               /* put lock: spin instead of a mutex */
-  int flush_interval_ms;            /* 500: FlushRealTimeService */
+  bool flush_sync;              /* flush='sync': puts return once on disk */
+  int32_t commitlog_file_size;  /* 1073741824 */
+  int32_t consumequeue_entries; /* 300000 (20-byte entries per file) */
+  int32_t index_slots;          /* 5000000 */
+  int32_t index_entries;        /* 20000000 */
+  int32_t max_message_size;     /* 4194304: limit on a body */
+  int default_queues;           /* 4 */
+  char delay_levels[512];       /* "1s 5s ... 2h" */
+  int file_reserved_hours;      /* 72 */
+  char delete_when[64];         /* "04" */
+  int disk_max_used_ratio;      /* 75 */
+  bool readonly;                /* read the files, take no lock, write nothing */
+  rmq_host store_host;          /* 127.0.0.1:10911, part of every msgId */
+  int sync_flush_timeout_ms;    /* 5000 */
+  int transient_store_pool;     /* write buffers; 0 = off (async flush only) */
+  bool warm_mapped_file;        /* pre-fault and mlock new CommitLog segments */
+  bool use_spin_lock;           /* put lock: spin instead of a mutex */
+  int flush_interval_ms;        /* 500: FlushRealTimeService */
 } rmq_config;
 
 /* RocketMQ's defaults. */
@@ -445,8 +444,8 @@ typedef struct rmq_commitlog_iter {
   int32_t pos, limit;         /* next record's position in mf; bytes of mf to read */
   int64_t from, to;
   unsigned flags;
-  bool started;               /* a record was returned: Next moves past it first */
-  bool next_segment;          /* the last record ends its segment's data */
+  bool started;      /* a record was returned: Next moves past it first */
+  bool next_segment; /* the last record ends its segment's data */
   bool last_damaged;
   int32_t last_size;
 } rmq_commitlog_iter;
@@ -473,8 +472,8 @@ typedef struct rmq_consume_queue rmq_consume_queue;
 
 /* A consume-queue entry (ConsumeQueue's 20-byte unit). */
 typedef struct rmq_cq_entry {
-  int64_t phy_offset;  /* CommitLog offset of the record */
-  int32_t size;        /* its TOTALSIZE */
+  int64_t phy_offset; /* CommitLog offset of the record */
+  int32_t size;       /* its TOTALSIZE */
   int64_t tags_code;
 } rmq_cq_entry;
 
@@ -503,8 +502,8 @@ int64_t rmq_cq_max_offset(rmq_consume_queue *cq);
 ** are private.
 */
 typedef struct rmq_cq_iter {
-  rmq_consume_queue *cq;        /* private */
-  struct rmq_mapped_file *mf;   /* private: the held segment holding `offset`, or NULL */
+  rmq_consume_queue *cq;      /* private */
+  struct rmq_mapped_file *mf; /* private: the held segment holding `offset`, or NULL */
   int64_t offset;
 } rmq_cq_iter;
 void rmq_cq_iter_start(rmq_cq_iter *it, rmq_consume_queue *cq, int64_t from);
@@ -514,10 +513,10 @@ void rmq_cq_iter_stop(rmq_cq_iter *it);
 
 /* One queue of the store, as rmq_store_queues lists it. */
 typedef struct rmq_queue_info {
-  const char *topic;    /* valid while the store is open */
+  const char *topic; /* valid while the store is open */
   int32_t queue_id;
   int64_t min_offset, max_offset;
-  int files;            /* its segments */
+  int files; /* its segments */
 } rmq_queue_info;
 /*
 ** Every queue of the store at this moment, in no particular order: *out is
@@ -539,8 +538,8 @@ int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queu
 ** monotonic clock reaches deadline_ms (false). False at once for a
 ** read-only store, where nothing arrives.
 */
-bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id,
-                          int64_t queue_offset, int64_t deadline_ms);
+bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int64_t queue_offset,
+                          int64_t deadline_ms);
 
 /*
 ** Wait until the dispatcher has put everything appended before this call
@@ -572,7 +571,7 @@ typedef struct rmq_index_header {
   int64_t begin_phy_offset;
   int64_t end_phy_offset;
   int32_t hash_slot_count;
-  int32_t index_count;  /* the next item number; 1 in a file without items */
+  int32_t index_count; /* the next item number; 1 in a file without items */
 } rmq_index_header;
 
 /*
@@ -594,8 +593,8 @@ typedef struct rmq_index_view {
 typedef struct rmq_index_item {
   int32_t key_hash;
   int64_t phy_offset;
-  int32_t time_diff;   /* seconds after the file's beginTimestamp */
-  int32_t prev_index;  /* the previous item of the slot's chain, 0 at its end */
+  int32_t time_diff;  /* seconds after the file's beginTimestamp */
+  int32_t prev_index; /* the previous item of the slot's chain, 0 at its end */
 } rmq_index_item;
 
 /*
@@ -630,14 +629,14 @@ typedef struct rmq_stats {
   int64_t put_latency_p50_ns;    /* rmq_store_put_latency_ns at 0.5 and 0.99 */
   int64_t put_latency_p99_ns;
   int64_t commitlog_files, commitlog_file_size;
-  int64_t consume_queues;        /* (topic, queue_id) pairs */
-  int64_t consumequeue_files;    /* their segments, all queues together */
+  int64_t consume_queues;     /* (topic, queue_id) pairs */
+  int64_t consumequeue_files; /* their segments, all queues together */
   int64_t index_files, index_slots, index_entries;
-  int64_t file_bytes;            /* the sizes of all files under the store's directory */
-  int64_t disk_bytes;            /* the disk space they take (allocated blocks) */
-  const char *recovery;          /* rmq_store_recovery_report, valid while the store is open */
-  bool poisoned;                 /* an I/O failure stopped writes until the store is reopened */
-  char poison_reason[256];       /* why, "" when not poisoned */
+  int64_t file_bytes;      /* the sizes of all files under the store's directory */
+  int64_t disk_bytes;      /* the disk space they take (allocated blocks) */
+  const char *recovery;    /* rmq_store_recovery_report, valid while the store is open */
+  bool poisoned;           /* an I/O failure stopped writes until the store is reopened */
+  char poison_reason[256]; /* why, "" when not poisoned */
 } rmq_stats;
 /*
 ** Fill *st. The file sizes come from a walk of the store's directory

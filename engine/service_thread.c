@@ -30,8 +30,7 @@ int rmq_service_thread_start(rmq_service_thread *st, rmq_err *err) {
   if (st->started) return RMQ_OK;
   int rc = pthread_create(&st->tid, NULL, service_main, st);
   if (rc != 0) {
-    return rmq_err_set(err, RMQ_ENOMEM, "cannot start the %s thread: %s", st->name,
-                       strerror(rc));
+    return rmq_err_set(err, RMQ_ENOMEM, "cannot start the %s thread: %s", st->name, strerror(rc));
   }
   st->started = true;
   return RMQ_OK;

@@ -26,12 +26,12 @@ typedef void (*rmq_service_run)(rmq_service_thread *self);
 struct rmq_service_thread {
   const char *name;
   rmq_service_run run;
-  void *arg;             /* the owning object, for run() */
+  void *arg; /* the owning object, for run() */
   pthread_t tid;
   pthread_mutex_t mu;
   pthread_cond_t cond;
   bool started;
-  atomic_bool notified;  /* atomic so that wakeup() can skip the lock when one is pending */
+  atomic_bool notified; /* atomic so that wakeup() can skip the lock when one is pending */
   bool stopped;
 };
 

@@ -23,8 +23,8 @@ struct rmq_staging_pool {
   pthread_mutex_t mu;
   void *ready[RMQ_STAGING_KEEP];
   int nready;
-  int out;   /* chunks taken and not yet given back */
-  bool want; /* a take found fewer than RMQ_STAGING_AHEAD ready: fill up */
+  int out;      /* chunks taken and not yet given back */
+  bool want;    /* a take found fewer than RMQ_STAGING_AHEAD ready: fill up */
   void *excess; /* chunks beyond the kept ones, linked through their first bytes */
   int64_t linger_ms;
   int64_t excess_given_ms; /* when a chunk was last added to excess */
@@ -74,8 +74,8 @@ void rmq_staging_pool_free(rmq_staging_pool *p) {
 ** on for every mapping: refuse it explicitly.
 */
 static void *map_chunk(void) {
-  void *c = mmap(NULL, RMQ_STAGING_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
+  void *c = mmap(NULL, RMQ_STAGING_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                 0);
   if (c == MAP_FAILED) return NULL;
   madvise(c, RMQ_STAGING_CHUNK, MADV_NOHUGEPAGE);
   return c;

@@ -82,8 +82,11 @@ int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_
   for (const char *p = s; *p;) {
     char *end;
     long long v = strtoll(p, &end, 10);
-    int64_t unit = *end == 's' ? 1000 : *end == 'm' ? 60000 : *end == 'h' ? 3600000
-                 : *end == 'd' ? 86400000 : 0;
+    int64_t unit = *end == 's'   ? 1000
+                   : *end == 'm' ? 60000
+                   : *end == 'h' ? 3600000
+                   : *end == 'd' ? 86400000
+                                 : 0;
     if (end == p || v <= 0 || unit == 0 || (end[1] != ' ' && end[1] != '\0')) {
       return rmq_err_set(err, RMQ_EINVAL,
                          "delay_levels: \"%s\" is not a list like '1s 5s 10m 2h' (units s m h d)",
@@ -116,7 +119,8 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   if (!rc) rc = check_range("index_slots", cfg->index_slots, 1, 100000000, err);
   if (!rc) rc = check_range("index_entries", cfg->index_entries, 2, 100000000, err);
   if (!rc && 40LL + 4LL * cfg->index_slots + 20LL * cfg->index_entries > INT32_MAX) {
-    rc = rmq_err_set(err, RMQ_EINVAL, "index_slots and index_entries make an index file larger "
+    rc = rmq_err_set(err, RMQ_EINVAL,
+                     "index_slots and index_entries make an index file larger "
                      "than 2 GiB");
   }
   if (!rc) rc = check_range("max_message_size", cfg->max_message_size, 1, 1 << 30, err);
@@ -126,7 +130,8 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   if (!rc) rc = check_range("sync_flush_timeout_ms", cfg->sync_flush_timeout_ms, 1, 3600000, err);
   if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
   if (!rc && cfg->transient_store_pool > 0 && cfg->flush_sync) {
-    rc = rmq_err_set(err, RMQ_EINVAL, "transient_store_pool requires flush='async' (as in "
+    rc = rmq_err_set(err, RMQ_EINVAL,
+                     "transient_store_pool requires flush='async' (as in "
                      "RocketMQ, the pool is for asynchronous flushing only)");
   }
   if (!rc) rc = rmq_parse_delay_levels(cfg->delay_levels, levels, RMQ_MAX_DELAY_LEVELS, &n, err);
@@ -282,8 +287,8 @@ static int catch_up(rmq_store *s, rmq_err *err) {
   int64_t from = cq_max_physic(s), min = rmq_commitlog_min_offset(&s->commitlog);
   int rc = rmq_reput_start(s->reput, from > min ? from : min, err);
   if (rc == RMQ_OK) {
-    rc = rmq_reput_wait_for(s->reput, rmq_commitlog_max_offset(&s->commitlog),
-                            CATCH_UP_TIMEOUT_MS, err);
+    rc = rmq_reput_wait_for(s->reput, rmq_commitlog_max_offset(&s->commitlog), CATCH_UP_TIMEOUT_MS,
+                            err);
   }
   return rc == RMQ_OK ? recover_topic_queue_table(s, err) : rc;
 }
@@ -296,8 +301,8 @@ static int start_services(rmq_store *s, rmq_err *err) {
     q->pool = s->pool;
   }
   s->staging = rmq_staging_pool_new(RMQ_STAGING_LINGER_MS);
-  if (s->staging) s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool,
-                                                         s->staging);
+  if (s->staging)
+    s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool, s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   rmq_allocate_attach(s->allocate, q);
   rmq_flush_config fc = {
@@ -467,7 +472,8 @@ int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int c
 
 int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {
   int64_t counts[RMQ_LATENCY_BUCKETS], total = 0, seen = 0;
-  for (int b = 0; b < RMQ_LATENCY_BUCKETS; b++) total += counts[b] = atomic_load(&s->latency_buckets[b]);
+  for (int b = 0; b < RMQ_LATENCY_BUCKETS; b++)
+    total += counts[b] = atomic_load(&s->latency_buckets[b]);
   if (total == 0) return 0;
   for (int b = 0; b < RMQ_LATENCY_BUCKETS; b++) {
     seen += counts[b];
@@ -515,7 +521,8 @@ int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *er
   if (rc != RMQ_OK) return rc;
   rmq_queue_info *info = malloc((size_t)(n ? n : 1) * sizeof *info);
   for (int i = 0; info && i < n; i++) {
-    info[i] = (rmq_queue_info){.topic = all[i]->topic, .queue_id = all[i]->queue_id,
+    info[i] = (rmq_queue_info){.topic = all[i]->topic,
+                               .queue_id = all[i]->queue_id,
                                .min_offset = rmq_cq_min_offset(all[i]),
                                .max_offset = rmq_cq_max_offset(all[i]),
                                .files = rmq_mfq_count(&all[i]->mfq)};
@@ -529,8 +536,8 @@ int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *er
 
 /* The queue's end is read after the dispatcher's offset, so a message dispatched in between
    is seen, not slept through. */
-bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id,
-                          int64_t queue_offset, int64_t deadline_ms) {
+bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int64_t queue_offset,
+                          int64_t deadline_ms) {
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return false;
   for (;;) {
@@ -563,8 +570,7 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
-  return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS,
-                            err);
+  return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS, err);
 }
 
 /* Does the record's UNIQ_KEY, or one of its space-separated KEYS, equal key? */

@@ -15,4 +15,3 @@ bool rmq_topic_valid(const char *topic, size_t len) {
   }
   return true;
 }
-

@@ -59,8 +59,8 @@ void rmq_tqt_free(rmq_topic_queue_table *t) {
 rmq_tqt_entry *rmq_tqt_find(rmq_topic_queue_table *t, const char *topic, size_t len,
                             int32_t queue_id) {
   if (t->count == 0) return NULL;
-  rmq_tqt_entry *e =
-      tqt_slot(t->slots, t->cap, topic, len, queue_id, tqt_hash(topic, len, queue_id));
+  rmq_tqt_entry *e = tqt_slot(t->slots, t->cap, topic, len, queue_id,
+                              tqt_hash(topic, len, queue_id));
   return e->topic ? e : NULL;
 }
 
@@ -73,8 +73,7 @@ rmq_tqt_entry *rmq_tqt_get(rmq_topic_queue_table *t, const char *topic, size_t l
   char *copy = malloc(len ? len : 1);
   if (!copy) return NULL;
   memcpy(copy, topic, len);
-  *e = (rmq_tqt_entry){.topic = copy, .topic_len = (uint32_t)len, .queue_id = queue_id,
-                       .hash = h};
+  *e = (rmq_tqt_entry){.topic = copy, .topic_len = (uint32_t)len, .queue_id = queue_id, .hash = h};
   t->count++;
   return e;
 }

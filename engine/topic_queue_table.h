@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 typedef struct rmq_tqt_entry {
-  char *topic;  /* NULL: an empty slot; else the table's copy, not NUL-terminated */
+  char *topic; /* NULL: an empty slot; else the table's copy, not NUL-terminated */
   uint32_t topic_len;
   int32_t queue_id;
   uint64_t hash;

@@ -11,8 +11,8 @@ struct rmq_transient_store_pool {
   pthread_mutex_t mu;
   int32_t size;
   int count, available;
-  uint8_t **all;   /* every buffer, for free */
-  uint8_t **free;  /* stack of available buffers */
+  uint8_t **all;  /* every buffer, for free */
+  uint8_t **free; /* stack of available buffers */
 };
 
 rmq_transient_store_pool *rmq_transient_store_pool_new(int buffers, int32_t size, rmq_err *err) {

@@ -51,13 +51,12 @@ static bool ipv4_usable(const uint8_t *ip) {
 
 /* UtilAll.isInternalIP: 10/8, 172.16/12, 192.168/16. */
 static bool ipv4_private(const uint8_t *ip) {
-  return ip[0] == 10 || (ip[0] == 172 && (ip[1] & 0xF0) == 16) ||
-         (ip[0] == 192 && ip[1] == 168);
+  return ip[0] == 10 || (ip[0] == 172 && (ip[1] & 0xF0) == 16) || (ip[0] == 192 && ip[1] == 168);
 }
 
 static bool ipv6_usable(const struct in6_addr *a) {
-  return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_LOOPBACK(a) &&
-         !IN6_IS_ADDR_LINKLOCAL(a) && !IN6_IS_ADDR_SITELOCAL(a);
+  return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_LOOPBACK(a) && !IN6_IS_ADDR_LINKLOCAL(a) &&
+         !IN6_IS_ADDR_SITELOCAL(a);
 }
 
 /* UtilAll.getIP: first public IPv4, else a private IPv4, else an IPv6; 0 if none. */

@@ -23,8 +23,10 @@ typedef struct arg_spec {
   size_t text_cap;
 } arg_spec;
 
-#define INT_ARG(n) {#n, ARG_INT, offsetof(rmq_config, n), 0}
-#define TEXT_ARG(n) {#n, ARG_TEXT, offsetof(rmq_config, n), sizeof(((rmq_config *)0)->n)}
+#define INT_ARG(n) \
+  { #n, ARG_INT, offsetof(rmq_config, n), 0 }
+#define TEXT_ARG(n) \
+  { #n, ARG_TEXT, offsetof(rmq_config, n), sizeof(((rmq_config *)0)->n) }
 
 static const arg_spec arg_specs[] = {
     {"flush", ARG_FLUSH, 0, 0},
@@ -115,7 +117,8 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
     case ARG_HOURS:
       if (!hours_valid(v)) {
         *errmsg = sqlite3_mprintf("%s: '%s' is not a list of hours like '04' or '01;13' (00 to "
-                                  "23)", a->name, v);
+                                  "23)",
+                                  a->name, v);
         return SQLITE_ERROR;
       }
       return set_text(a, v, base, errmsg);
@@ -130,15 +133,15 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
       if (rmq_host_parse(v, (rmq_host *)base) != 0) {
         return rmqx_errmsg(errmsg, SQLITE_ERROR,
                            "store_host: '%s' is not ip:port (e.g. 10.0.0.5:10911 or "
-                           "[2001:db8::5]:10911)", v);
+                           "[2001:db8::5]:10911)",
+                           v);
       }
       return SQLITE_OK;
   }
   return SQLITE_ERROR;
 }
 
-static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *seen,
-                     char **errmsg) {
+static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *seen, char **errmsg) {
   const char *eq = strchr(arg, '=');
   if (!eq) {
     return rmqx_errmsg(errmsg, SQLITE_ERROR, "argument '%s' is not key=value", arg);
@@ -166,7 +169,8 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
                               "index_entries, max_message_size, default_queues, delay_levels, "
                               "file_reserved_hours, delete_when, disk_max_used_ratio, readonly, "
                               "store_host, sync_flush_timeout_ms, transient_store_pool, "
-                              "warm_mapped_file)", k);
+                              "warm_mapped_file)",
+                              k);
     rc = SQLITE_ERROR;
   } else {
     rc = set_value(&arg_specs[i], value, cfg, errmsg);
@@ -177,8 +181,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
   return rc;
 }
 
-int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
-                   char **errmsg) {
+int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir, char **errmsg) {
   rmq_config_init(cfg);
   *dir = NULL;
   unsigned seen = 0;

@@ -33,12 +33,16 @@ static void narrow_int(rmqx_bounds *b, int op, int64_t v) {
     case SQLITE_INDEX_CONSTRAINT_GE: narrow_to(b, v, INT64_MAX); break;
     case SQLITE_INDEX_CONSTRAINT_LE: narrow_to(b, INT64_MIN, v); break;
     case SQLITE_INDEX_CONSTRAINT_GT:
-      if (v == INT64_MAX) set_empty(b);
-      else narrow_to(b, v + 1, INT64_MAX);
+      if (v == INT64_MAX)
+        set_empty(b);
+      else
+        narrow_to(b, v + 1, INT64_MAX);
       break;
     case SQLITE_INDEX_CONSTRAINT_LT:
-      if (v == INT64_MIN) set_empty(b);
-      else narrow_to(b, INT64_MIN, v - 1);
+      if (v == INT64_MIN)
+        set_empty(b);
+      else
+        narrow_to(b, INT64_MIN, v - 1);
       break;
   }
 }

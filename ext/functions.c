@@ -41,8 +41,10 @@ static rmq_store *open_store(sqlite3_context *ctx, const char *fn, sqlite3_value
   }
   rmq_store *s = rmq_store_find(dir);
   if (s == NULL) {
-    rmqx_result_error(ctx, "%s: store %s is not open in this process (open it with CREATE VIRTUAL "
-                       "TABLE ... USING rocketmq(dir='%s'))", fn, dir, dir);
+    rmqx_result_error(ctx,
+                      "%s: store %s is not open in this process (open it with CREATE VIRTUAL "
+                      "TABLE ... USING rocketmq(dir='%s'))",
+                      fn, dir, dir);
   }
   return s;
 }
@@ -91,8 +93,8 @@ int rmqx_register_functions(sqlite3 *db) {
   };
   int rc = SQLITE_OK;
   for (size_t i = 0; rc == SQLITE_OK && i < sizeof funcs / sizeof funcs[0]; i++) {
-    rc = sqlite3_create_function(db, funcs[i].name, 1, SQLITE_UTF8 | funcs[i].flags, 0,
-                                 funcs[i].fn, 0, 0);
+    rc = sqlite3_create_function(db, funcs[i].name, 1, SQLITE_UTF8 | funcs[i].flags, 0, funcs[i].fn,
+                                 0, 0);
   }
   return rc;
 }

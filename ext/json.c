@@ -66,8 +66,10 @@ static int hex4(const char *p, unsigned *out) {
   *out = 0;
   for (int i = 0; i < 4; i++) {
     char c = p[i];
-    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int v = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (v < 0) return -1;
     *out = *out * 16 + (unsigned)v;
   }
@@ -196,8 +198,8 @@ static int parse_value(json_in *j, char **out, int *len) {
     return SQLITE_OK;
   }
   bool number = n > 0 && number_length(start, j->end) == n;
-  bool boolean =
-      (n == 4 && memcmp(start, "true", 4) == 0) || (n == 5 && memcmp(start, "false", 5) == 0);
+  bool boolean = (n == 4 && memcmp(start, "true", 4) == 0) ||
+                 (n == 5 && memcmp(start, "false", 5) == 0);
   if (!number && !boolean) {
     j->p = start;
     return json_fail(j, "a value must be a string, a number or true/false");
@@ -250,8 +252,11 @@ bool rmqx_utf8_valid(const uint8_t *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     uint8_t c = s[i];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-               : (c & 0xF8) == 0xF0 ? 4 : 0;
+    size_t len = c < 0x80             ? 1
+                 : (c & 0xE0) == 0xC0 ? 2
+                 : (c & 0xF0) == 0xE0 ? 3
+                 : (c & 0xF8) == 0xF0 ? 4
+                                      : 0;
     if (len == 0 || i + len > n) return false;
     uint32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
     for (size_t k = 1; k < len; k++) {

@@ -44,7 +44,7 @@ int rmqx_register_functions(sqlite3 *db);          /* functions.c: rocketmq_flus
 */
 typedef struct rmqx_reader {
   rmq_store *store;
-  bool shared;  /* from rmq_store_find: release, do not close */
+  bool shared; /* from rmq_store_find: release, do not close */
 } rmqx_reader;
 
 int rmqx_reader_open(const char *dir, rmqx_reader *r, char **errmsg);
@@ -97,8 +97,8 @@ typedef struct rmqx_tvf {
 } rmqx_tvf;
 
 int rmqx_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmqx_tvf *t);
-int rmqx_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                    sqlite3_vtab **out, char **errmsg);
+int rmqx_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
+                     char **errmsg);
 int rmqx_tvf_disconnect(sqlite3_vtab *vt);
 /* xOpen: a zeroed cursor of size bytes (sqlite3_vtab_cursor first) in *out, or NULL. */
 void *rmqx_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out);
@@ -124,7 +124,7 @@ void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo
 */
 typedef struct rmqx_tvf_dir {
   rmqx_reader reader; /* reader.store is NULL when none is open */
-  char *dir;         /* the directory of the last xFilter, or NULL */
+  char *dir;          /* the directory of the last xFilter, or NULL */
 } rmqx_tvf_dir;
 
 int rmqx_tvf_dir_open(rmqx_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v);
@@ -144,12 +144,11 @@ void rmqx_tvf_dir_close(rmqx_tvf_dir *d);
 typedef struct rmqx_row {
   sqlite3_value *rowid;
   /* what a producer gives */
-  sqlite3_value *topic, *queue_id, *tags, *keys, *uniq_key, *body, *properties, *delay_level,
-      *flag, *born_timestamp, *born_host;
+  sqlite3_value *topic, *queue_id, *tags, *keys, *uniq_key, *body, *properties, *delay_level, *flag,
+      *born_timestamp, *born_host;
   /* what the store assigns, and the search inputs: an INSERT may not give them */
-  sqlite3_value *commitlog_offset, *size, *msg_id, *queue_offset, *body_text, *sys_flag,
-      *body_crc, *store_timestamp, *store_host, *reconsume_times, *prepared_transaction_offset,
-      *key, *wait_ms;
+  sqlite3_value *commitlog_offset, *size, *msg_id, *queue_offset, *body_text, *sys_flag, *body_crc,
+      *store_timestamp, *store_host, *reconsume_times, *prepared_transaction_offset, *key, *wait_ms;
 } rmqx_row;
 
 /* What a table keeps from one row to the next. */
@@ -159,7 +158,7 @@ typedef struct rmqx_row_state {
   uint32_t next_queue;                    /* round robin over default_queues */
   char last_topic[RMQ_MAX_TOPIC_LEN + 1]; /* the topic accepted last (producers repeat it) */
   size_t last_topic_len;
-  char last_host_text[64];                /* the born_host text parsed last, and its value */
+  char last_host_text[64]; /* the born_host text parsed last, and its value */
   size_t last_host_len;
   rmq_host last_host;
 } rmqx_row_state;
@@ -176,20 +175,19 @@ int rmqx_row_state_init(rmqx_row_state *st, const rmq_config *cfg);
 void rmqx_row_state_free(rmqx_row_state *st);
 /* Check row and build its message in *out; cfg: the store's (default_queues, max_message_size). */
 int rmqx_row_message_build(rmqx_row_state *st, const rmq_config *cfg, const rmqx_row *row,
-                          rmqx_row_message *out, char **errmsg);
+                           rmqx_row_message *out, char **errmsg);
 
 /*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING
 ** rocketmq(...) into a checked configuration; *dir is sqlite3_malloc'd.
 */
-int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir,
-                   char **errmsg);
+int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir, char **errmsg);
 
 /* json.c: properties as a JSON object of strings (sqlite3_free the result). */
 char *rmqx_properties_json(const char *props, size_t len);
 /* One name/value pair of a JSON object given by the user; return SQLITE_OK or fail with *errmsg. */
 typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
-                                size_t value_len, char **errmsg);
+                                 size_t value_len, char **errmsg);
 /*
 ** Parse a JSON object whose values are strings, numbers or true/false
 ** (null skips the pair), calling cb for each pair in order.

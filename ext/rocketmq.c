@@ -43,8 +43,7 @@ static void rmqVersionFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static int rmqAlreadyLoaded(sqlite3 *db) {
   sqlite3_stmt *pStmt = 0;
   int found = 0;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT 1 FROM pragma_function_list WHERE name = 'rocketmq_version'",
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_function_list WHERE name = 'rocketmq_version'",
                          -1, &pStmt, 0) == SQLITE_OK) {
     found = sqlite3_step(pStmt) == SQLITE_ROW;
   }
@@ -52,8 +51,8 @@ static int rmqAlreadyLoaded(sqlite3 *db) {
   return found;
 }
 
-__attribute__((visibility("default"))) int sqlite3_rocketmq_init(
-    sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+__attribute__((visibility("default"))) int sqlite3_rocketmq_init(sqlite3 *db, char **pzErrMsg,
+                                                                 const sqlite3_api_routines *pApi) {
   (void)pzErrMsg;
   SQLITE_EXTENSION_INIT2(pApi);
   if (rmqAlreadyLoaded(db)) return SQLITE_OK;

@@ -28,27 +28,52 @@
 #include "rmq_ext.h"
 
 /* Columns the store assigns or that only search: an INSERT may not give them. */
-#define ASSIGNED(field, search) {offsetof(rmqx_row, field), #field, search}
-static const struct { size_t at; const char *name; bool search; } assigned_columns[] = {
-    ASSIGNED(commitlog_offset, false), ASSIGNED(size, false), ASSIGNED(msg_id, false),
-    ASSIGNED(queue_offset, false), ASSIGNED(body_text, false), ASSIGNED(sys_flag, false),
-    ASSIGNED(body_crc, false), ASSIGNED(store_timestamp, false), ASSIGNED(store_host, false),
-    ASSIGNED(reconsume_times, false), ASSIGNED(prepared_transaction_offset, false),
-    ASSIGNED(key, true), ASSIGNED(wait_ms, true),
+#define ASSIGNED(field, search) \
+  { offsetof(rmqx_row, field), #field, search }
+static const struct {
+  size_t at;
+  const char *name;
+  bool search;
+} assigned_columns[] = {
+    ASSIGNED(commitlog_offset, false),
+    ASSIGNED(size, false),
+    ASSIGNED(msg_id, false),
+    ASSIGNED(queue_offset, false),
+    ASSIGNED(body_text, false),
+    ASSIGNED(sys_flag, false),
+    ASSIGNED(body_crc, false),
+    ASSIGNED(store_timestamp, false),
+    ASSIGNED(store_host, false),
+    ASSIGNED(reconsume_times, false),
+    ASSIGNED(prepared_transaction_offset, false),
+    ASSIGNED(key, true),
+    ASSIGNED(wait_ms, true),
 };
 
 /* Properties the columns or the store set; JSON properties may not name them. */
-static const struct { const char *name; const char *use; } reserved_properties[] = {
-    {"TAGS", "the tags column"}, {"KEYS", "the keys column"}, {"UNIQ_KEY", "the uniq_key column"},
-    {"DELAY", "the delay_level column"}, {"REAL_TOPIC", "the store (delayed messages)"},
+static const struct {
+  const char *name;
+  const char *use;
+} reserved_properties[] = {
+    {"TAGS", "the tags column"},
+    {"KEYS", "the keys column"},
+    {"UNIQ_KEY", "the uniq_key column"},
+    {"DELAY", "the delay_level column"},
+    {"REAL_TOPIC", "the store (delayed messages)"},
     {"REAL_QID", "the store (delayed messages)"},
 };
 
 /* System topics (RocketMQ's TopicValidator) that only the broker writes. */
 static bool system_topic(const char *t, size_t n) {
-  static const struct { const char *name; size_t len; } names[] = {
-      {"SCHEDULE_TOPIC_XXXX", 19}, {"TBW102", 6}, {"SELF_TEST_TOPIC", 15},
-      {"OFFSET_MOVED_EVENT", 18}, {"TRANS_CHECK_MAX_TIME_TOPIC", 26}, {"BenchmarkTest", 13}};
+  static const struct {
+    const char *name;
+    size_t len;
+  } names[] = {{"SCHEDULE_TOPIC_XXXX", 19},
+               {"TBW102", 6},
+               {"SELF_TEST_TOPIC", 15},
+               {"OFFSET_MOVED_EVENT", 18},
+               {"TRANS_CHECK_MAX_TIME_TOPIC", 26},
+               {"BenchmarkTest", 13}};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     if (n == names[i].len && memcmp(t, names[i].name, n) == 0) return true;
   }
@@ -181,7 +206,8 @@ static int check_topic(row_builder *b, sqlite3_value *v) {
   if (!same && !rmq_topic_valid(t, n)) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
                        "topic '%.*s' is not a valid RocketMQ topic: 1 to 127 characters of "
-                       "[A-Za-z0-9_%%|-]", (int)n, t);
+                       "[A-Za-z0-9_%%|-]",
+                       (int)n, t);
   }
   memcpy(b->out->topic, t, n);
   b->out->topic[n] = '\0';
@@ -326,7 +352,7 @@ void rmqx_row_state_free(rmqx_row_state *st) {
 }
 
 int rmqx_row_message_build(rmqx_row_state *st, const rmq_config *cfg, const rmqx_row *row,
-                          rmqx_row_message *out, char **errmsg) {
+                           rmqx_row_message *out, char **errmsg) {
   row_builder b = {.st = st, .cfg = cfg, .out = out, .errmsg = errmsg};
   rmq_message *m = &out->m;
   memset(m, 0, sizeof *m);

@@ -43,8 +43,8 @@ int rmqx_tvf_register(sqlite3 *db, const sqlite3_module *m, const rmqx_tvf *t) {
   return sqlite3_create_module(db, t->name, m, (void *)t);
 }
 
-int rmqx_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                    sqlite3_vtab **out, char **errmsg) {
+int rmqx_tvf_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
+                     char **errmsg) {
   (void)argc;
   (void)argv;
   (void)errmsg;

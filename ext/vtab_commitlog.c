@@ -88,19 +88,39 @@
 
 #include "rmq_ext.h"
 
-#define CL_SCHEMA                                                                            \
-  "CREATE TABLE x(file TEXT, offset INTEGER, size INTEGER, magic INTEGER, kind TEXT,"        \
-  " valid INTEGER, crc_ok INTEGER, reason TEXT, topic TEXT, queue_id INTEGER,"               \
-  " queue_offset INTEGER, sys_flag INTEGER, flag INTEGER, body_crc INTEGER,"                 \
-  " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"       \
-  " reconsume_times INTEGER, prepared_transaction_offset INTEGER, body_length INTEGER,"      \
+#define CL_SCHEMA                                                                       \
+  "CREATE TABLE x(file TEXT, offset INTEGER, size INTEGER, magic INTEGER, kind TEXT,"   \
+  " valid INTEGER, crc_ok INTEGER, reason TEXT, topic TEXT, queue_id INTEGER,"          \
+  " queue_offset INTEGER, sys_flag INTEGER, flag INTEGER, body_crc INTEGER,"            \
+  " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"  \
+  " reconsume_times INTEGER, prepared_transaction_offset INTEGER, body_length INTEGER," \
   " properties TEXT, msg_id TEXT, dir HIDDEN)"
 
 enum {
-  COL_FILE, COL_OFFSET, COL_SIZE, COL_MAGIC, COL_KIND, COL_VALID, COL_CRC_OK, COL_REASON,
-  COL_TOPIC, COL_QUEUE_ID, COL_QUEUE_OFFSET, COL_SYS_FLAG, COL_FLAG, COL_BODY_CRC,
-  COL_BORN_TIMESTAMP, COL_BORN_HOST, COL_STORE_TIMESTAMP, COL_STORE_HOST, COL_RECONSUME_TIMES,
-  COL_PREPARED_TX_OFFSET, COL_BODY_LENGTH, COL_PROPERTIES, COL_MSG_ID, COL_DIR
+  COL_FILE,
+  COL_OFFSET,
+  COL_SIZE,
+  COL_MAGIC,
+  COL_KIND,
+  COL_VALID,
+  COL_CRC_OK,
+  COL_REASON,
+  COL_TOPIC,
+  COL_QUEUE_ID,
+  COL_QUEUE_OFFSET,
+  COL_SYS_FLAG,
+  COL_FLAG,
+  COL_BODY_CRC,
+  COL_BORN_TIMESTAMP,
+  COL_BORN_HOST,
+  COL_STORE_TIMESTAMP,
+  COL_STORE_HOST,
+  COL_RECONSUME_TIMES,
+  COL_PREPARED_TX_OFFSET,
+  COL_BODY_LENGTH,
+  COL_PROPERTIES,
+  COL_MSG_ID,
+  COL_DIR
 };
 
 /* idxNum bits that pricing looks at (rmqx_tvf_best_index sets them all). */
@@ -109,12 +129,12 @@ enum {
 
 typedef struct cl_cursor {
   sqlite3_vtab_cursor base;
-  rmqx_tvf_dir src;         /* the store read */
-  rmq_commitlog_iter it;   /* holds the segment of the current row */
+  rmqx_tvf_dir src;      /* the store read */
+  rmq_commitlog_iter it; /* holds the segment of the current row */
   bool eof;
-  rmq_commitlog_record rec;/* the current row */
-  int crc_ok;              /* -1: not yet computed, 0/1, 2: not checkable */
-  char *full_reason;       /* the record's reason with the CRC, for the column */
+  rmq_commitlog_record rec; /* the current row */
+  int crc_ok;               /* -1: not yet computed, 0/1, 2: not checkable */
+  char *full_reason;        /* the record's reason with the CRC, for the column */
 } cl_cursor;
 
 /* ------------------------------------------------------------ the table */

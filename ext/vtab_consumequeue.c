@@ -50,8 +50,8 @@
 #include "rmq_ext.h"
 
 #define CQ_NAME "rocketmq_consumequeue"
-#define CQ_SCHEMA                                                                       \
-  "CREATE TABLE x(cq_offset INTEGER, commitlog_offset INTEGER, size INTEGER,"           \
+#define CQ_SCHEMA                                                             \
+  "CREATE TABLE x(cq_offset INTEGER, commitlog_offset INTEGER, size INTEGER," \
   " tags_code INTEGER, dir HIDDEN, topic HIDDEN, queue_id HIDDEN)"
 
 enum { COL_CQ_OFFSET, COL_COMMITLOG_OFFSET, COL_SIZE, COL_TAGS_CODE, COL_DIR, COL_TOPIC, COL_QID };
@@ -65,14 +65,14 @@ enum { COL_CQ_OFFSET, COL_COMMITLOG_OFFSET, COL_SIZE, COL_TAGS_CODE, COL_DIR, CO
 
 typedef struct cq_cursor {
   sqlite3_vtab_cursor base;
-  rmqx_tvf_dir src;    /* the store read */
+  rmqx_tvf_dir src; /* the store read */
   char *topic;
   int32_t queue_id;
   rmq_cq_iter it;
-  bool iterating;     /* it was started and not stopped */
+  bool iterating; /* it was started and not stopped */
   int64_t hi;
   bool eof;
-  int64_t offset;     /* the current entry */
+  int64_t offset; /* the current entry */
   rmq_cq_entry entry;
 } cq_cursor;
 
@@ -121,8 +121,10 @@ static int find_queue(cq_cursor *c, sqlite3_value *topic_v, sqlite3_value *qid_v
   const char *topic = (const char *)sqlite3_value_text(topic_v);
   if (topic == NULL) return rmqx_vtab_error(vt, CQ_NAME ": the topic is NULL");
   if (!rmq_topic_valid(topic, strlen(topic))) {
-    return rmqx_vtab_error(vt, CQ_NAME ": invalid topic \"%s\": a topic is 1 to %d characters "
-                           "of [A-Za-z0-9_%%|-]", topic, RMQ_MAX_TOPIC_LEN);
+    return rmqx_vtab_error(vt,
+                           CQ_NAME ": invalid topic \"%s\": a topic is 1 to %d characters "
+                                   "of [A-Za-z0-9_%%|-]",
+                           topic, RMQ_MAX_TOPIC_LEN);
   }
   sqlite3_int64 qid = sqlite3_value_int64(qid_v);
   if (sqlite3_value_numeric_type(qid_v) != SQLITE_INTEGER || qid < 0 || qid > INT32_MAX) {

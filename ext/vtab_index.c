@@ -55,25 +55,33 @@
 #include "rmq_ext.h"
 
 #define IX_NAME "rocketmq_index"
-#define IX_SCHEMA                                                                          \
-  "CREATE TABLE x(file TEXT, entry INTEGER, key_hash INTEGER, commitlog_offset INTEGER,"   \
+#define IX_SCHEMA                                                                        \
+  "CREATE TABLE x(file TEXT, entry INTEGER, key_hash INTEGER, commitlog_offset INTEGER," \
   " time_diff INTEGER, prev_entry INTEGER, dir HIDDEN, key HIDDEN)"
 
-enum { COL_FILE, COL_ENTRY, COL_KEY_HASH, COL_COMMITLOG_OFFSET, COL_TIME_DIFF, COL_PREV, COL_DIR,
-       COL_KEY };
+enum {
+  COL_FILE,
+  COL_ENTRY,
+  COL_KEY_HASH,
+  COL_COMMITLOG_OFFSET,
+  COL_TIME_DIFF,
+  COL_PREV,
+  COL_DIR,
+  COL_KEY
+};
 
 #define IX_DIR 0x01
 #define IX_KEY 0x02
 
 typedef struct ix_cursor {
   sqlite3_vtab_cursor base;
-  rmqx_tvf_dir src;       /* the store read */
+  rmqx_tvf_dir src; /* the store read */
   rmq_store *store;
-  char *key;             /* the key argument, or NULL for every item */
-  int32_t hash;          /* its hash */
-  rmq_index_view view;   /* the file being read */
-  bool in_file;          /* view holds a file; false at the end */
-  int32_t entry;         /* the current item's number */
+  char *key;           /* the key argument, or NULL for every item */
+  int32_t hash;        /* its hash */
+  rmq_index_view view; /* the file being read */
+  bool in_file;        /* view holds a file; false at the end */
+  int32_t entry;       /* the current item's number */
   rmq_index_item item;
   sqlite3_int64 rowid;
 } ix_cursor;
@@ -238,6 +246,4 @@ static const rmqx_tvf ix_tvf = {
     .range_col = -1,
 };
 
-int rmqx_register_index_table(sqlite3 *db) {
-  return rmqx_tvf_register(db, &ix_module, &ix_tvf);
-}
+int rmqx_register_index_table(sqlite3 *db) { return rmqx_tvf_register(db, &ix_module, &ix_tvf); }

@@ -36,8 +36,8 @@
 
 #include "rmq_ext.h"
 
-#define QS_SCHEMA                                                                          \
-  "CREATE TABLE x(topic TEXT, queue_id INTEGER, min_offset INTEGER, max_offset INTEGER,"   \
+#define QS_SCHEMA                                                                        \
+  "CREATE TABLE x(topic TEXT, queue_id INTEGER, min_offset INTEGER, max_offset INTEGER," \
   " message_count INTEGER, dir HIDDEN)"
 
 enum { COL_TOPIC, COL_QUEUE_ID, COL_MIN, COL_MAX, COL_COUNT, COL_DIR };
@@ -50,7 +50,7 @@ typedef struct qs_row {
 
 typedef struct qs_cursor {
   sqlite3_vtab_cursor base;
-  rmqx_tvf_dir src;  /* dir, its store open only during xFilter */
+  rmqx_tvf_dir src; /* dir, its store open only during xFilter */
   qs_row *rows;
   int n, i;
 } qs_cursor;
@@ -191,6 +191,4 @@ static const rmqx_tvf qs_tvf = {
     .range_col = -1,
 };
 
-int rmqx_register_queues_table(sqlite3 *db) {
-  return rmqx_tvf_register(db, &qs_module, &qs_tvf);
-}
+int rmqx_register_queues_table(sqlite3 *db) { return rmqx_tvf_register(db, &qs_module, &qs_tvf); }

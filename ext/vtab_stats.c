@@ -66,15 +66,15 @@ enum { COL_NAME, COL_VALUE, COL_DIR };
 
 typedef struct st_row {
   const char *name;
-  int type;       /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT or SQLITE_NULL */
+  int type; /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT or SQLITE_NULL */
   int64_t i;
   double d;
-  char *text;     /* sqlite3_malloc'd */
+  char *text; /* sqlite3_malloc'd */
 } st_row;
 
 typedef struct st_cursor {
   sqlite3_vtab_cursor base;
-  rmqx_tvf_dir src;  /* dir, its store open only during xFilter */
+  rmqx_tvf_dir src; /* dir, its store open only during xFilter */
   st_row rows[MAX_ROWS];
   int n, i;
 } st_cursor;
@@ -235,6 +235,4 @@ static const rmqx_tvf st_tvf = {
     .range_col = -1,
 };
 
-int rmqx_register_stats_table(sqlite3 *db) {
-  return rmqx_tvf_register(db, &st_module, &st_tvf);
-}
+int rmqx_register_stats_table(sqlite3 *db) { return rmqx_tvf_register(db, &st_module, &st_tvf); }

@@ -69,20 +69,40 @@
 
 #include "rmq_ext.h"
 
-#define STORE_SCHEMA                                                                        \
-  "CREATE TABLE x(commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT,"      \
-  " topic TEXT, queue_id INTEGER, queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB,"   \
-  " body_text TEXT, properties TEXT, flag INTEGER, sys_flag INTEGER, body_crc INTEGER,"     \
-  " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"      \
-  " reconsume_times INTEGER, prepared_transaction_offset INTEGER,"                         \
+#define STORE_SCHEMA                                                                      \
+  "CREATE TABLE x(commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT,"    \
+  " topic TEXT, queue_id INTEGER, queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB," \
+  " body_text TEXT, properties TEXT, flag INTEGER, sys_flag INTEGER, body_crc INTEGER,"   \
+  " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"    \
+  " reconsume_times INTEGER, prepared_transaction_offset INTEGER,"                        \
   " delay_level INTEGER HIDDEN, key TEXT HIDDEN, wait_ms INTEGER HIDDEN)"
 
 enum {
-  COL_COMMITLOG_OFFSET, COL_SIZE, COL_MSG_ID, COL_UNIQ_KEY, COL_TOPIC, COL_QUEUE_ID,
-  COL_QUEUE_OFFSET, COL_TAGS, COL_KEYS, COL_BODY, COL_BODY_TEXT, COL_PROPERTIES, COL_FLAG,
-  COL_SYS_FLAG, COL_BODY_CRC, COL_BORN_TIMESTAMP, COL_BORN_HOST, COL_STORE_TIMESTAMP,
-  COL_STORE_HOST, COL_RECONSUME_TIMES, COL_PREPARED_TX_OFFSET, COL_DELAY_LEVEL, COL_KEY,
-  COL_WAIT_MS, COL_COUNT
+  COL_COMMITLOG_OFFSET,
+  COL_SIZE,
+  COL_MSG_ID,
+  COL_UNIQ_KEY,
+  COL_TOPIC,
+  COL_QUEUE_ID,
+  COL_QUEUE_OFFSET,
+  COL_TAGS,
+  COL_KEYS,
+  COL_BODY,
+  COL_BODY_TEXT,
+  COL_PROPERTIES,
+  COL_FLAG,
+  COL_SYS_FLAG,
+  COL_BODY_CRC,
+  COL_BORN_TIMESTAMP,
+  COL_BORN_HOST,
+  COL_STORE_TIMESTAMP,
+  COL_STORE_HOST,
+  COL_RECONSUME_TIMES,
+  COL_PREPARED_TX_OFFSET,
+  COL_DELAY_LEVEL,
+  COL_KEY,
+  COL_WAIT_MS,
+  COL_COUNT
 };
 
 /* Most candidates one key look-up reads (RocketMQ caps a query at 64). */
@@ -93,12 +113,12 @@ enum {
 typedef struct store_vtab {
   sqlite3_vtab base;
   sqlite3 *db;
-  rmq_store *store;       /* NULL until opened when connecting could not (store_ready) */
-  rmq_batch *batch;       /* the open transaction's rows; NULL while store is */
+  rmq_store *store; /* NULL until opened when connecting could not (store_ready) */
+  rmq_batch *batch; /* the open transaction's rows; NULL while store is */
   char *dir;
   rmq_config cfg;
-  rmqx_row_state row;      /* what INSERT keeps from one row to the next (row.c) */
-  bool readonly;          /* readonly=1, even when the engine it shares is writable */
+  rmqx_row_state row; /* what INSERT keeps from one row to the next (row.c) */
+  bool readonly;      /* readonly=1, even when the engine it shares is writable */
 } store_vtab;
 
 /*
@@ -184,9 +204,26 @@ static int store_disconnect(sqlite3_vtab *base) {
 ** column's bounds follow each other in the order =, >=, >, <=, < (RANGE_*).
 */
 enum {
-  S_OFFSET_EQ, S_MSGID, S_TOPIC, S_KEY, S_UNIQ, S_QUEUE, S_QOFF_EQ, S_QOFF_GE, S_QOFF_GT,
-  S_QOFF_LE, S_QOFF_LT, S_TAGS, S_WAIT, S_OFF_GE, S_OFF_GT, S_OFF_LE, S_OFF_LT, S_TS_GE,
-  S_TS_GT, S_COUNT
+  S_OFFSET_EQ,
+  S_MSGID,
+  S_TOPIC,
+  S_KEY,
+  S_UNIQ,
+  S_QUEUE,
+  S_QOFF_EQ,
+  S_QOFF_GE,
+  S_QOFF_GT,
+  S_QOFF_LE,
+  S_QOFF_LT,
+  S_TAGS,
+  S_WAIT,
+  S_OFF_GE,
+  S_OFF_GT,
+  S_OFF_LE,
+  S_OFF_LT,
+  S_TS_GE,
+  S_TS_GT,
+  S_COUNT
 };
 #define BIT(s) (1 << (s))
 #define QOFF_BITS \
@@ -230,7 +267,13 @@ static int constraint_slot(int col, int op) {
 }
 
 typedef enum plan {
-  PLAN_OFFSET, PLAN_MSGID, PLAN_KEY, PLAN_UNIQ, PLAN_CQ, PLAN_RANGE, PLAN_SCAN
+  PLAN_OFFSET,
+  PLAN_MSGID,
+  PLAN_KEY,
+  PLAN_UNIQ,
+  PLAN_CQ,
+  PLAN_RANGE,
+  PLAN_SCAN
 } plan;
 
 /*
@@ -259,21 +302,18 @@ static plan choose_plan(int avail, int *use) {
 }
 
 static char *plan_name(plan p, int use) {
-  static const char *const names[] = {"offset=?", "msgid", "index key", "index uniq_key", "cq",
-                                      "offset range", "scan"};
+  static const char *const names[] = {"offset=?", "msgid",        "index key", "index uniq_key",
+                                      "cq",       "offset range", "scan"};
   if (p != PLAN_CQ) {
     bool ts = p == PLAN_SCAN && (use & TS_BITS);
     return sqlite3_mprintf("%s%s", names[p], ts ? " store_timestamp>=?" : "");
   }
-  return sqlite3_mprintf("cq topic=? queue_id=?%s%s%s%s%s%s%s%s",
-                         use & BIT(S_QOFF_EQ) ? " queue_offset=?" : "",
-                         use & BIT(S_QOFF_GE) ? " queue_offset>=?" : "",
-                         use & BIT(S_QOFF_GT) ? " queue_offset>?" : "",
-                         use & BIT(S_QOFF_LE) ? " queue_offset<=?" : "",
-                         use & BIT(S_QOFF_LT) ? " queue_offset<?" : "",
-                         use & BIT(S_TAGS) ? " tags=?" : "",
-                         use & TS_BITS ? " store_timestamp>=?" : "",
-                         use & BIT(S_WAIT) ? " wait_ms=?" : "");
+  return sqlite3_mprintf(
+      "cq topic=? queue_id=?%s%s%s%s%s%s%s%s", use & BIT(S_QOFF_EQ) ? " queue_offset=?" : "",
+      use & BIT(S_QOFF_GE) ? " queue_offset>=?" : "", use & BIT(S_QOFF_GT) ? " queue_offset>?" : "",
+      use & BIT(S_QOFF_LE) ? " queue_offset<=?" : "", use & BIT(S_QOFF_LT) ? " queue_offset<?" : "",
+      use & BIT(S_TAGS) ? " tags=?" : "", use & TS_BITS ? " store_timestamp>=?" : "",
+      use & BIT(S_WAIT) ? " wait_ms=?" : "");
 }
 
 /*
@@ -317,16 +357,18 @@ static int check_search_inputs(sqlite3_vtab *base, int present, int avail, plan 
   int pending = present & ~avail;
   if ((present & BIT(S_KEY)) && p != PLAN_KEY) {
     if (pending & (BIT(S_KEY) | BIT(S_TOPIC))) return SQLITE_CONSTRAINT;
-    return rmqx_vtab_error(base, "%s", "key = ? needs topic = ? in the same query: the index "
-                                      "holds topic#key");
+    return rmqx_vtab_error(base, "%s",
+                           "key = ? needs topic = ? in the same query: the index "
+                           "holds topic#key");
   }
   if ((present & BIT(S_WAIT)) && p != PLAN_CQ) {
     if (!(present & BIT(S_KEY)) && (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
       return SQLITE_CONSTRAINT;
     }
-    return rmqx_vtab_error(base, "%s", "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
-                                      "key = ?) in the same query: it long-polls one consume "
-                                      "queue");
+    return rmqx_vtab_error(base, "%s",
+                           "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
+                           "key = ?) in the same query: it long-polls one consume "
+                           "queue");
   }
   return SQLITE_OK;
 }
@@ -371,8 +413,8 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
 
 /* The properties columns show, in store_cursor.props. */
 enum { PROP_UNIQ_KEY, PROP_TAGS, PROP_KEYS, PROP_DELAY, PROP_COUNT };
-static const char *const shown_properties[PROP_COUNT] = {
-    RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_TAGS, RMQ_PROPERTY_KEYS, RMQ_PROPERTY_DELAY};
+static const char *const shown_properties[PROP_COUNT] = {RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_TAGS,
+                                                         RMQ_PROPERTY_KEYS, RMQ_PROPERTY_DELAY};
 
 typedef struct store_cursor {
   sqlite3_vtab_cursor base;
@@ -392,12 +434,12 @@ typedef struct store_cursor {
   rmq_consume_queue *cq;
   rmq_cq_iter it;
   bool iterating;
-  int64_t qoff_end;       /* exclusive */
+  int64_t qoff_end; /* exclusive */
   char *topic, *tags;
   int32_t queue_id;
   int64_t tags_code;
-  int64_t deadline;       /* long poll: wait for a first row until then (monotonic ms); 0: no */
-  bool found;             /* a row was returned: no more waiting */
+  int64_t deadline; /* long poll: wait for a first row until then (monotonic ms); 0: no */
+  bool found;       /* a row was returned: no more waiting */
   /* key look-ups */
   int64_t *offsets;
   int noffsets, ioffset;
@@ -457,9 +499,10 @@ static int walk_next(store_cursor *c) {
   while (rmq_commitlog_iter_next(&c->walk, &rec)) {
     if (rec.kind == RMQ_RECORD_BLANK) continue;
     if (rec.kind == RMQ_RECORD_DAMAGED) {
-      rmqx_vtab_error(&c->vt->base, "commit log offset %lld holds no valid record (%s): the "
-                      "store is damaged; rocketmq_commitlog shows where", (long long)rec.offset,
-                      rmq_decode_status_name(rec.status));
+      rmqx_vtab_error(&c->vt->base,
+                      "commit log offset %lld holds no valid record (%s): the "
+                      "store is damaged; rocketmq_commitlog shows where",
+                      (long long)rec.offset, rmq_decode_status_name(rec.status));
       return SQLITE_CORRUPT;
     }
     c->m = rec.m;
@@ -511,9 +554,11 @@ static int cq_next(store_cursor *c) {
       c->next_offset = c->it.offset;
       if (c->tags && e.tags_code != c->tags_code) continue;
       if (load_record(c, e.phy_offset)) return c->found = true, SQLITE_OK;
-      rmqx_vtab_error(&c->vt->base, "consume queue %s/%d entry %lld points at commit log offset "
-                      "%lld, where no valid record is", c->topic, c->queue_id,
-                      (long long)(c->it.offset - 1), (long long)e.phy_offset);
+      rmqx_vtab_error(&c->vt->base,
+                      "consume queue %s/%d entry %lld points at commit log offset "
+                      "%lld, where no valid record is",
+                      c->topic, c->queue_id, (long long)(c->it.offset - 1),
+                      (long long)e.phy_offset);
       return SQLITE_CORRUPT;
     }
     if (c->iterating) rmq_cq_iter_stop(&c->it);
@@ -718,8 +763,8 @@ static int store_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *rowid) {
 
 static const rmq_property_value *cursor_property(store_cursor *c, int which) {
   if (!c->props_found) {
-    rmq_properties_find(c->m.properties, (size_t)c->m.properties_len, shown_properties,
-                        PROP_COUNT, c->props);
+    rmq_properties_find(c->m.properties, (size_t)c->m.properties_len, shown_properties, PROP_COUNT,
+                        c->props);
     c->props_found = true;
   }
   return &c->props[which];
@@ -800,18 +845,31 @@ static int put_result(store_vtab *vt, int rc, const rmq_err *err) {
 
 /* The values of an INSERT's columns, by name. */
 static rmqx_row row_values(sqlite3_value *rowid, sqlite3_value **c) {
-  return (rmqx_row){
-      .rowid = rowid, .topic = c[COL_TOPIC], .queue_id = c[COL_QUEUE_ID], .tags = c[COL_TAGS],
-      .keys = c[COL_KEYS], .uniq_key = c[COL_UNIQ_KEY], .body = c[COL_BODY],
-      .properties = c[COL_PROPERTIES], .delay_level = c[COL_DELAY_LEVEL], .flag = c[COL_FLAG],
-      .born_timestamp = c[COL_BORN_TIMESTAMP], .born_host = c[COL_BORN_HOST],
-      .commitlog_offset = c[COL_COMMITLOG_OFFSET], .size = c[COL_SIZE], .msg_id = c[COL_MSG_ID],
-      .queue_offset = c[COL_QUEUE_OFFSET], .body_text = c[COL_BODY_TEXT],
-      .sys_flag = c[COL_SYS_FLAG], .body_crc = c[COL_BODY_CRC],
-      .store_timestamp = c[COL_STORE_TIMESTAMP], .store_host = c[COL_STORE_HOST],
-      .reconsume_times = c[COL_RECONSUME_TIMES],
-      .prepared_transaction_offset = c[COL_PREPARED_TX_OFFSET], .key = c[COL_KEY],
-      .wait_ms = c[COL_WAIT_MS]};
+  return (rmqx_row){.rowid = rowid,
+                    .topic = c[COL_TOPIC],
+                    .queue_id = c[COL_QUEUE_ID],
+                    .tags = c[COL_TAGS],
+                    .keys = c[COL_KEYS],
+                    .uniq_key = c[COL_UNIQ_KEY],
+                    .body = c[COL_BODY],
+                    .properties = c[COL_PROPERTIES],
+                    .delay_level = c[COL_DELAY_LEVEL],
+                    .flag = c[COL_FLAG],
+                    .born_timestamp = c[COL_BORN_TIMESTAMP],
+                    .born_host = c[COL_BORN_HOST],
+                    .commitlog_offset = c[COL_COMMITLOG_OFFSET],
+                    .size = c[COL_SIZE],
+                    .msg_id = c[COL_MSG_ID],
+                    .queue_offset = c[COL_QUEUE_OFFSET],
+                    .body_text = c[COL_BODY_TEXT],
+                    .sys_flag = c[COL_SYS_FLAG],
+                    .body_crc = c[COL_BODY_CRC],
+                    .store_timestamp = c[COL_STORE_TIMESTAMP],
+                    .store_host = c[COL_STORE_HOST],
+                    .reconsume_times = c[COL_RECONSUME_TIMES],
+                    .prepared_transaction_offset = c[COL_PREPARED_TX_OFFSET],
+                    .key = c[COL_KEY],
+                    .wait_ms = c[COL_WAIT_MS]};
 }
 
 /*
@@ -833,16 +891,17 @@ static int build_row(store_vtab *vt, sqlite3_value *rowid, sqlite3_value **cols,
 static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid) {
   store_vtab *vt = (store_vtab *)base;
   if (argc == 1 || sqlite3_value_type(argv[0]) != SQLITE_NULL) {
-    return rmqx_vtab_error(base, "%s", "rocketmq tables are append-only: the commit log is never "
-                                      "rewritten, so UPDATE and DELETE are not supported "
-                                      "(messages expire after file_reserved_hours)");
+    return rmqx_vtab_error(base, "%s",
+                           "rocketmq tables are append-only: the commit log is never "
+                           "rewritten, so UPDATE and DELETE are not supported "
+                           "(messages expire after file_reserved_hours)");
   }
   int rc = store_ready(vt);
   if (rc != SQLITE_OK) return rc;
   if (vt->readonly) {
     /* The engine may be a writable one shared with another table: refuse here. */
     rmqx_vtab_error(base, "store %s is open read-only (readonly=1): INSERT is not allowed",
-                   rmq_store_dir(vt->store));
+                    rmq_store_dir(vt->store));
     return SQLITE_READONLY;
   }
   char *errmsg = NULL;

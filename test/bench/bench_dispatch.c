@@ -45,8 +45,13 @@ static void put_one(rmq_store *s, int i, int len, rmq_put_result *r) {
   int klen = snprintf(key, sizeof key, "key%d", i);
   rmq_properties_append(props, sizeof props, &plen, "KEYS", 4, key, (size_t)klen);
   rmq_properties_append(props, sizeof props, &plen, "TAGS", 4, "TagA", 4);
-  rmq_message m = {.topic = "BenchTopic", .topic_len = 10, .queue_id = i & 3, .body = body,
-                   .body_len = len, .properties = props, .properties_len = (int32_t)plen};
+  rmq_message m = {.topic = "BenchTopic",
+                   .topic_len = 10,
+                   .queue_id = i & 3,
+                   .body = body,
+                   .body_len = len,
+                   .properties = props,
+                   .properties_len = (int32_t)plen};
   rmq_host_parse("10.0.0.1:40000", &m.born_host);
   rmq_err err = {0};
   if (rmq_store_put(s, &m, 1, r, &err) != RMQ_OK) die("put", &err);
@@ -117,8 +122,8 @@ static void bench_dispatch_lag(int n) {
     while (rmq_cq_iter_next(&it, &e)) {
       rmq_commitlog_ref ref;
       rmq_message m;
-      if (rmq_commitlog_read_message(rmq_store_commitlog(s), e.phy_offset, false, &ref, &m,
-                                     &err) != RMQ_OK)
+      if (rmq_commitlog_read_message(rmq_store_commitlog(s), e.phy_offset, false, &ref, &m, &err) !=
+          RMQ_OK)
         die("read", &err);
       read += m.body_len > 0;
       rmq_commitlog_ref_release(&ref);

@@ -48,7 +48,10 @@ static int run_engine(int n, int body_len, run_result *out) {
   memset(body, 'm', (size_t)body_len);
   int samples = n / 8 + 1, ns = 0;
   double *lat = malloc(sizeof(double) * (size_t)samples);
-  rmq_message m = {.topic = "BenchTopic", .topic_len = 10, .body = body, .body_len = body_len,
+  rmq_message m = {.topic = "BenchTopic",
+                   .topic_len = 10,
+                   .body = body,
+                   .body_len = body_len,
                    .born_timestamp = rmq_now_ms()};
   rmq_host_parse("10.0.0.1:40000", &m.born_host);
   char props[128];

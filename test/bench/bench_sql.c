@@ -91,12 +91,12 @@ static sqlite3_stmt *prepare(sqlite3 *db, const char *sql) {
 /* --------------------------------------------- the do-nothing virtual table */
 
 /* The rocketmq table's columns, so that the same statements run on it. */
-#define MQ_COLUMNS                                                                           \
-  "commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT, topic TEXT,"         \
-  " queue_id INTEGER, queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB, body_text TEXT," \
+#define MQ_COLUMNS                                                                              \
+  "commitlog_offset INTEGER, size INTEGER, msg_id TEXT, uniq_key TEXT, topic TEXT,"             \
+  " queue_id INTEGER, queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB, body_text TEXT,"   \
   " properties TEXT, flag INTEGER, sys_flag INTEGER, body_crc INTEGER, born_timestamp INTEGER," \
-  " born_host TEXT, store_timestamp INTEGER, store_host TEXT, reconsume_times INTEGER,"       \
-  " prepared_transaction_offset INTEGER, delay_level INTEGER HIDDEN, key TEXT HIDDEN,"       \
+  " born_host TEXT, store_timestamp INTEGER, store_host TEXT, reconsume_times INTEGER,"         \
+  " prepared_transaction_offset INTEGER, delay_level INTEGER HIDDEN, key TEXT HIDDEN,"          \
   " wait_ms INTEGER HIDDEN"
 
 static int noop_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -191,33 +191,34 @@ static sqlite3_module noop_module = {
 
 /* ------------------------------------------------------------ the tables */
 
-#define PLAIN_SCHEMA                                                                           \
-  "CREATE TABLE mq(topic TEXT, queue_id INTEGER, queue_offset INTEGER, uniq_key TEXT,"        \
-  " tags TEXT, keys TEXT, body BLOB, properties TEXT, flag INTEGER, born_timestamp INTEGER,"  \
+#define PLAIN_SCHEMA                                                                         \
+  "CREATE TABLE mq(topic TEXT, queue_id INTEGER, queue_offset INTEGER, uniq_key TEXT,"       \
+  " tags TEXT, keys TEXT, body BLOB, properties TEXT, flag INTEGER, born_timestamp INTEGER," \
   " born_host TEXT, store_timestamp INTEGER, store_host TEXT);"                              \
   "CREATE INDEX mq_queue ON mq(topic, queue_id, queue_offset);"                              \
   "CREATE INDEX mq_keys ON mq(keys);"
 
 /* rocketmq assigns queue_offset, uniq_key, store_timestamp and store_host itself. */
-#define STORE_INSERT                                                                  \
-  "INSERT INTO mq(topic, queue_id, tags, keys, body, born_timestamp, born_host)"      \
+#define STORE_INSERT                                                             \
+  "INSERT INTO mq(topic, queue_id, tags, keys, body, born_timestamp, born_host)" \
   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-#define PLAIN_INSERT                                                                  \
-  "INSERT INTO mq(topic, queue_id, tags, keys, body, born_timestamp, born_host,"      \
-  " queue_offset, uniq_key, store_timestamp, store_host)"                             \
+#define PLAIN_INSERT                                                             \
+  "INSERT INTO mq(topic, queue_id, tags, keys, body, born_timestamp, born_host," \
+  " queue_offset, uniq_key, store_timestamp, store_host)"                        \
   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
 
 #define READ_COLUMNS \
   "SELECT queue_offset, uniq_key, tags, keys, body, born_timestamp, store_timestamp FROM mq"
-#define CQ_READ READ_COLUMNS " WHERE topic = ?1 AND queue_id = ?2 AND queue_offset >= ?3 AND queue_offset < ?4"
+#define CQ_READ \
+  READ_COLUMNS " WHERE topic = ?1 AND queue_id = ?2 AND queue_offset >= ?3 AND queue_offset < ?4"
 #define STORE_KEY_READ READ_COLUMNS " WHERE topic = ?1 AND key = ?2"
 #define PLAIN_KEY_READ READ_COLUMNS " WHERE topic = ?1 AND keys = ?2"
 
 typedef struct table {
   target t;
-  char dir[64];        /* rocketmq's store, the plain database's directory */
-  const char *flush;   /* rocketmq: 'async' or 'sync' */
-  const char *sync;    /* plain: NORMAL or FULL */
+  char dir[64];      /* rocketmq's store, the plain database's directory */
+  const char *flush; /* rocketmq: 'async' or 'sync' */
+  const char *sync;  /* plain: NORMAL or FULL */
 } table;
 
 static void table_create(table *tb, target t, const char *flush, const char *sync) {
@@ -253,15 +254,16 @@ static sqlite3 *table_connect(const table *tb, bool first) {
         fprintf(stderr, "bench_sql: cannot load %s (env RMQ_EXT): %s\n", ext_path, err);
         exit(1);
       }
-      sql = sqlite3_mprintf("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%q', flush='%s')",
-                            tb->dir, tb->flush);
+      sql = sqlite3_mprintf("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%q', flush='%s')", tb->dir,
+                            tb->flush);
       exec(db, sql);
       break;
     }
     case T_PLAIN:
       sqlite3_busy_timeout(db, 60000);
       sql = sqlite3_mprintf("PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
-                            " PRAGMA cache_size=-65536;", tb->sync);
+                            " PRAGMA cache_size=-65536;",
+                            tb->sync);
       exec(db, sql);
       if (first) exec(db, PLAIN_SCHEMA);
       break;
@@ -326,8 +328,9 @@ static void writer_done(writer *w) { sqlite3_finalize(w->ins); }
 
 /* Rows a key look-up of message i finds; for rocketmq it waits for the dispatcher first. */
 static int key_count(sqlite3 *db, target t, int i) {
-  sqlite3_stmt *st = prepare(db, t == T_PLAIN ? "SELECT count(*) FROM mq WHERE topic = ?1 AND keys = ?2"
-                                              : "SELECT count(*) FROM mq WHERE topic = ?1 AND key = ?2");
+  sqlite3_stmt *st = prepare(db, t == T_PLAIN
+                                     ? "SELECT count(*) FROM mq WHERE topic = ?1 AND keys = ?2"
+                                     : "SELECT count(*) FROM mq WHERE topic = ?1 AND key = ?2");
   char key[24];
   snprintf(key, sizeof key, "key%d", i);
   sqlite3_bind_text(st, 1, TOPIC, -1, SQLITE_STATIC);
@@ -565,10 +568,13 @@ static void row(const char *what, const char *runs, const double v[T_COUNT], con
                 double floor) {
   char cells[T_COUNT][24], ratio[16] = "-", verdict[24] = "";
   for (int t = 0; t < T_COUNT; t++) {
-    if (v[t] < 0) snprintf(cells[t], sizeof cells[t], "-");
-    else snprintf(cells[t], sizeof cells[t], fmt, v[t]);
+    if (v[t] < 0)
+      snprintf(cells[t], sizeof cells[t], "-");
+    else
+      snprintf(cells[t], sizeof cells[t], fmt, v[t]);
   }
-  if (v[T_RMQ] >= 0 && v[T_PLAIN] > 0) snprintf(ratio, sizeof ratio, "%.2fx", v[T_RMQ] / v[T_PLAIN]);
+  if (v[T_RMQ] >= 0 && v[T_PLAIN] > 0)
+    snprintf(ratio, sizeof ratio, "%.2fx", v[T_RMQ] / v[T_PLAIN]);
   if (floor > 0) {
     snprintf(verdict, sizeof verdict, ">= %gx %s", floor,
              v[T_RMQ] >= floor * v[T_PLAIN] ? "ok" : "MISSED");
@@ -585,8 +591,8 @@ int main(void) {
   int auto_n = n / 10, sync_rows = n / 100;
 
   printf("\nSQL paths: rocketmq table vs a plain SQLite table (WAL) vs a do-nothing virtual\n"
-         "table (the SQL ceiling); N = %d (env RMQ_BENCH_SQL_N); SQLite %s\n", n,
-         sqlite3_libversion());
+         "table (the SQL ceiling); N = %d (env RMQ_BENCH_SQL_N); SQLite %s\n",
+         n, sqlite3_libversion());
   printf("%-46s %4s %11s %11s %11s %9s  %s\n", "what", "runs", "rocketmq", "plain", "ceiling",
          "rmq/plain", "floor");
 
@@ -638,6 +644,7 @@ int main(void) {
          "'until queryable': rows/s until a key look-up finds the last row (rocketmq builds its\n"
          "consume queues and key index in the dispatcher, after COMMIT; plain, in the INSERT).\n"
          "* ceiling for reads: the same statements returning no rows, counted as %d rows or\n"
-         "  one look-up each.\n", BATCH);
+         "  one look-up each.\n",
+         BATCH);
   return 0;
 }

@@ -28,22 +28,21 @@ static void check_result(int ok, const char *file, int line, const char *what) {
 
 #define CHECK(cond) check_result(!!(cond), __FILE__, __LINE__, #cond)
 
-#define CHECK_EQ_INT(a, b)                                                         \
-  do {                                                                             \
-    long long check_a_ = (long long)(a), check_b_ = (long long)(b);                \
-    check_result(check_a_ == check_b_, __FILE__, __LINE__, #a " == " #b);          \
-    if (check_a_ != check_b_)                                                      \
-      fprintf(stderr, "  got %lld, expected %lld\n", check_a_, check_b_);          \
+#define CHECK_EQ_INT(a, b)                                                                        \
+  do {                                                                                            \
+    long long check_a_ = (long long)(a), check_b_ = (long long)(b);                               \
+    check_result(check_a_ == check_b_, __FILE__, __LINE__, #a " == " #b);                         \
+    if (check_a_ != check_b_) fprintf(stderr, "  got %lld, expected %lld\n", check_a_, check_b_); \
   } while (0)
 
-#define CHECK_EQ_STR(a, b)                                                         \
-  do {                                                                             \
-    const char *check_a_ = (a), *check_b_ = (b);                                   \
-    int check_ok_ = check_a_ && check_b_ && strcmp(check_a_, check_b_) == 0;       \
-    check_result(check_ok_, __FILE__, __LINE__, #a " == " #b);                     \
-    if (!check_ok_)                                                                \
+#define CHECK_EQ_STR(a, b)                                                               \
+  do {                                                                                   \
+    const char *check_a_ = (a), *check_b_ = (b);                                         \
+    int check_ok_ = check_a_ && check_b_ && strcmp(check_a_, check_b_) == 0;             \
+    check_result(check_ok_, __FILE__, __LINE__, #a " == " #b);                           \
+    if (!check_ok_)                                                                      \
       fprintf(stderr, "  got \"%s\", expected \"%s\"\n", check_a_ ? check_a_ : "(null)", \
-              check_b_ ? check_b_ : "(null)");                                     \
+              check_b_ ? check_b_ : "(null)");                                           \
   } while (0)
 
 #define CHECK_EQ_MEM(a, b, n) \

@@ -52,8 +52,10 @@ static void print_json_string(const char *s, size_t n) {
       case '\b': fputs("\\b", stdout); break;
       case '\f': fputs("\\f", stdout); break;
       default:
-        if (c < 0x20 || c > 0x7E) printf("\\u%04x", c);
-        else putchar(c);
+        if (c < 0x20 || c > 0x7E)
+          printf("\\u%04x", c);
+        else
+          putchar(c);
     }
   }
   putchar('"');
@@ -69,8 +71,8 @@ static void print_hex(const void *bytes, size_t n) {
 static void print_record(const rmq_message *m) {
   char born[64], store[64], id[RMQ_MSG_ID_MAX];
   size_t tags_len = 0;
-  const char *tags =
-      rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_TAGS, &tags_len);
+  const char *tags = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_TAGS,
+                                        &tags_len);
   rmq_host_format(&m->born_host, born, sizeof born);
   rmq_host_format(&m->store_host, store, sizeof store);
   rmq_msg_id_format(&m->store_host, m->physical_offset, id);
@@ -150,7 +152,8 @@ int main(int argc, char **argv) {
   struct dirent **names;
   char dir[4096], path[sizeof dir + 1 + sizeof names[0]->d_name];
   snprintf(dir, sizeof dir, "%s/commitlog", argv[1]);
-  int n = scandir(dir, &names, is_segment_name, alphasort); /* 20 digits: name order is offset order */
+  int n = scandir(dir, &names, is_segment_name,
+                  alphasort); /* 20 digits: name order is offset order */
   if (n < 0) {
     perror(dir);
     return 1;

@@ -132,9 +132,9 @@ static int dump_index(const char *store, int32_t slots, int32_t entries, rmq_err
     rmq_index_header h;
     char name[18];
     for (int i = 0; rmq_index_service_file_info(&s, i, &h, name); i++) {
-      printf("{\"indexFile\":\"index/%s\",\"beginTimestamp\":%" PRId64
-             ",\"endTimestamp\":%" PRId64 ",\"beginPhyOffset\":%" PRId64
-             ",\"endPhyOffset\":%" PRId64 ",\"hashSlotCount\":%d,\"indexCount\":%d}\n",
+      printf("{\"indexFile\":\"index/%s\",\"beginTimestamp\":%" PRId64 ",\"endTimestamp\":%" PRId64
+             ",\"beginPhyOffset\":%" PRId64 ",\"endPhyOffset\":%" PRId64
+             ",\"hashSlotCount\":%d,\"indexCount\":%d}\n",
              name, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
              (int)h.hash_slot_count, (int)h.index_count);
     }
@@ -184,8 +184,8 @@ static int dispatch(rmq_cq_table *t, rmq_index_service *s, const record *r, rmq_
     rmq_consume_queue *cq;
     int rc = rmq_cq_table_find_or_create(t, r->topic, r->queue_id, &cq, err);
     if (rc == RMQ_OK) {
-      rc = rmq_cq_put(cq, r->phy_offset, r->size, r->tags_code, r->store_timestamp,
-                      r->queue_offset, NULL, err);
+      rc = rmq_cq_put(cq, r->phy_offset, r->size, r->tags_code, r->store_timestamp, r->queue_offset,
+                      NULL, err);
     }
     if (rc != RMQ_OK) return rc;
   }

@@ -33,8 +33,8 @@ static void put_messages(rmq_store *s, rmq_put_result *r) {
   for (int i = 0; i < N; i++) {
     char keys[32];
     snprintf(keys, sizeof keys, "KEYS=k%d", i);
-    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Api", i % 2, "body", 4, keys), 1, &r[i],
-                               &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Api", i % 2, "body", 4, keys), 1, &r[i], &err),
+                 RMQ_OK);
   }
   CHECK_EQ_INT(rmq_store_wait_dispatched(s, &err), RMQ_OK);
 }

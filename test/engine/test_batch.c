@@ -273,8 +273,8 @@ static void test_append_failure(const char *dir) {
 }
 
 int main(void) {
-  void (*tests[])(const char *) = {test_add_append,   test_rollback_to,   test_release,
-                                   test_clear,        test_encode_error,  test_large_records,
+  void (*tests[])(const char *) = {test_add_append,    test_rollback_to,  test_release,
+                                   test_clear,         test_encode_error, test_large_records,
                                    test_append_failure};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];

@@ -54,8 +54,9 @@ static void test_put_and_roll(const char *dir) {
     int len = (i * 37) % (int)sizeof body;
     memset(body, 'a' + i % 26, (size_t)len);
     int ti = i % 3, q = i % 4;
-    CHECK_EQ_INT(put1(s, tu_message(&t, topics[ti], q, body, len, "TAGS=TagA;KEYS=k1 k2"), &r,
-                      &err), RMQ_OK);
+    CHECK_EQ_INT(
+        put1(s, tu_message(&t, topics[ti], q, body, len, "TAGS=TagA;KEYS=k1 k2"), &r, &err),
+        RMQ_OK);
     CHECK_EQ_INT(r.queue_offset, next_q[ti][q]);
     next_q[ti][q]++;
     /* Contiguous, except for a roll to the next segment. */
@@ -129,8 +130,10 @@ static void test_batch(const char *dir) {
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_store_put(s, bm, 70, res, &err), RMQ_EINVAL);
   char want[200];
-  snprintf(want, sizeof want, "70 message(s) of %d bytes do not fit in one commitlog segment of "
-           "%d bytes (commitlog_file_size)", 70 * res[0].size, SEG);
+  snprintf(want, sizeof want,
+           "70 message(s) of %d bytes do not fit in one commitlog segment of "
+           "%d bytes (commitlog_file_size)",
+           70 * res[0].size, SEG);
   CHECK(strcmp(err.msg, want) == 0);
   CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), before);
   rmq_store_close(s);
@@ -240,8 +243,9 @@ static void test_transactions_and_delay(const char *dir) {
                RMQ_OK);
   rmq_commitlog_ref ref;
   rmq_message d;
-  CHECK_EQ_INT(rmq_commitlog_read_message(rmq_store_commitlog(s), r.physical_offset, true, &ref,
-                                          &d, &err), RMQ_OK);
+  CHECK_EQ_INT(
+      rmq_commitlog_read_message(rmq_store_commitlog(s), r.physical_offset, true, &ref, &d, &err),
+      RMQ_OK);
   CHECK(d.topic_len == 19 && memcmp(d.topic, "SCHEDULE_TOPIC_XXXX", 19) == 0);
   CHECK_EQ_INT(d.queue_id, 2);
   size_t n;
@@ -297,7 +301,9 @@ static void *producer(void *p) {
   for (int i = 0; i < 500; i++) {
     int len = snprintf(body, sizeof body, "thread %d message %d", a->id, i);
     a->offsets[i] = rmq_store_put(a->s, tu_message(&t, "Conc", a->id % 2, body, len, ""), 1, &r,
-                                  &err) == RMQ_OK ? r.physical_offset : -1;
+                                  &err) == RMQ_OK
+                        ? r.physical_offset
+                        : -1;
   }
   return NULL;
 }
@@ -412,9 +418,9 @@ static void test_config(void) {
 
 int main(void) {
   char dir[64];
-  void (*store_tests[])(const char *) = {test_put_and_roll, test_batch, test_batch_kinds,
-                                         test_limits, test_transactions_and_delay,
-                                         test_ipv6_and_bodies, test_readonly};
+  void (*store_tests[])(const char *) = {
+      test_put_and_roll,           test_batch,           test_batch_kinds, test_limits,
+      test_transactions_and_delay, test_ipv6_and_bodies, test_readonly};
   for (size_t i = 0; i < sizeof store_tests / sizeof *store_tests; i++) {
     tu_tmpdir(dir, sizeof dir);
     store_tests[i](dir);

@@ -26,8 +26,9 @@ static void fill(const char *dir) {
   rmq_err err = {0};
   for (int i = 0; i < N; i++) {
     memset(body, 'a' + i % 26, sizeof body);
-    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Iter", i % 4, body, (int)sizeof body, ""),
-                               1, &put[i], &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Iter", i % 4, body, (int)sizeof body, ""), 1,
+                               &put[i], &err),
+                 RMQ_OK);
   }
   rmq_store_close(s);
 }
@@ -125,8 +126,8 @@ static void test_ranges(const char *dir) {
   CHECK_EQ_INT(walk_range(s, put[5].physical_offset, INT64_MAX, INT64_MIN, &count), 5);
   CHECK_EQ_INT(count, N - 5);
   /* A bound inside a record: records that start in the range only. */
-  CHECK_EQ_INT(walk_range(s, put[5].physical_offset + 1, put[30].physical_offset + 1, INT64_MIN,
-                          &count), 6);
+  CHECK_EQ_INT(
+      walk_range(s, put[5].physical_offset + 1, put[30].physical_offset + 1, INT64_MIN, &count), 6);
   CHECK_EQ_INT(count, 30 - 6 + 1);
   /* A range in a later segment starts there, not at the first. */
   CHECK_EQ_INT(walk_range(s, put[N - 1].physical_offset, INT64_MAX, INT64_MIN, &count), N - 1);
@@ -134,8 +135,9 @@ static void test_ranges(const char *dir) {
   CHECK_EQ_INT(walk_range(s, put[7].physical_offset, put[7].physical_offset, INT64_MIN, &count),
                -1);
   CHECK_EQ_INT(count, 0);
-  CHECK_EQ_INT(walk_range(s, put[N - 1].physical_offset + put[N - 1].size, INT64_MAX, INT64_MIN,
-                          &count), -1);
+  CHECK_EQ_INT(
+      walk_range(s, put[N - 1].physical_offset + put[N - 1].size, INT64_MAX, INT64_MIN, &count),
+      -1);
   /* A store time later than every record: the last segment with records. */
   int last_seg_first = 0;
   while (put[last_seg_first].physical_offset < put[N - 1].physical_offset / SEG * SEG) {

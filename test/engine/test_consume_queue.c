@@ -59,8 +59,8 @@ static void check_entries(rmq_consume_queue *cq, int64_t from, int64_t to) {
   for (int64_t i = from; i < to; i++) {
     rmq_err err = {0};
     rmq_cq_entry e;
-    if (rmq_cq_get(cq, i, &e, &err) != RMQ_OK || e.phy_offset != 100 * i ||
-        e.size != 50 + i || e.tags_code != i) {
+    if (rmq_cq_get(cq, i, &e, &err) != RMQ_OK || e.phy_offset != 100 * i || e.size != 50 + i ||
+        e.tags_code != i) {
       bad++;
     }
   }
@@ -96,8 +96,8 @@ static void test_put_get_iterate(void) {
 
   /* Raw bytes of entry 6: second segment, position 20. */
   rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, 6 * 20);
-  static const uint8_t want[20] = {0, 0, 0, 0, 0, 0, 0x02, 0x58, 0, 0,
-                                   0, 56, 0, 0, 0, 0, 0, 0, 0, 6};
+  static const uint8_t want[20] = {0, 0,  0, 0, 0, 0, 0x02, 0x58, 0, 0,
+                                   0, 56, 0, 0, 0, 0, 0,    0,    0, 6};
   CHECK(mf && memcmp(mf->mapped + 20, want, 20) == 0);
   if (mf) rmq_mapped_file_release(mf);
 
@@ -149,8 +149,8 @@ static void test_pre_fill(void) {
   CHECK(!exists("%s/consumequeue/%s/2/00000000000000000000", "TopicP"));
   CHECK_EQ_INT(rmq_cq_min_offset(cq), 7);
   CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
-  static const uint8_t blank[20] = {0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF,
-                                    0, 0, 0, 0, 0, 0, 0, 0};
+  static const uint8_t blank[20] = {0,    0,    0, 0, 0, 0, 0, 0, 0x7F, 0xFF,
+                                    0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0,    0};
   rmq_mapped_file *mf = rmq_mfq_first(&cq->mfq);
   CHECK(mf && memcmp(mf->mapped, blank, 20) == 0 && memcmp(mf->mapped + 20, blank, 20) == 0);
   if (mf) rmq_mapped_file_release(mf);
@@ -378,8 +378,7 @@ static int64_t by_time(rmq_consume_queue *cq, int64_t t, int64_t cl_min) {
 static int64_t first_at(rmq_consume_queue *cq, int64_t t, int64_t cl_min) {
   rmq_err err = {0};
   int64_t out = -99;
-  int rc = rmq_cq_first_offset_at_or_after_time(cq, t, cl_min, fake_store_time, NULL, &out,
-                                                &err);
+  int rc = rmq_cq_first_offset_at_or_after_time(cq, t, cl_min, fake_store_time, NULL, &out, &err);
   CHECK_EQ_INT(rc, RMQ_OK);
   return out;
 }
@@ -394,13 +393,13 @@ static void test_time_search(void) {
   put_range(cq, 0, 23);
 
   /* Every segment was modified "now", long after 1970: the first one is searched. */
-  CHECK_EQ_INT(by_time(cq, 1020, 0), 2);   /* exact */
-  CHECK_EQ_INT(by_time(cq, 1024, 0), 2);   /* nearer to 1020 than to 1030 */
-  CHECK_EQ_INT(by_time(cq, 1025, 0), 2);   /* a tie goes to the earlier one */
+  CHECK_EQ_INT(by_time(cq, 1020, 0), 2); /* exact */
+  CHECK_EQ_INT(by_time(cq, 1024, 0), 2); /* nearer to 1020 than to 1030 */
+  CHECK_EQ_INT(by_time(cq, 1025, 0), 2); /* a tie goes to the earlier one */
   CHECK_EQ_INT(by_time(cq, 1026, 0), 3);
   CHECK_EQ_INT(by_time(cq, 500, 0), 0);
-  CHECK_EQ_INT(by_time(cq, 99999, 0), 4);  /* RocketMQ stays in the chosen segment */
-  CHECK_EQ_INT(by_time(cq, 1000, 250), 3); /* entries 0..2 are below the CommitLog min */
+  CHECK_EQ_INT(by_time(cq, 99999, 0), 4);     /* RocketMQ stays in the chosen segment */
+  CHECK_EQ_INT(by_time(cq, 1000, 250), 3);    /* entries 0..2 are below the CommitLog min */
   CHECK_EQ_INT(by_time(cq, 1000, 100000), 5); /* all too early: past them, not (0-1)/20 */
 
   CHECK_EQ_INT(first_at(cq, 1020, 0), 2);
@@ -425,9 +424,9 @@ static void test_time_search(void) {
                RMQ_ECORRUPT);
   CHECK(strstr(err.msg, "offset 1100") && strstr(err.msg, "TopicS/0 entry 11"));
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_cq_first_offset_at_or_after_time(cq, 1112, 0, fake_store_time, &broken,
-                                                    &out, &err),
-               RMQ_ECORRUPT);
+  CHECK_EQ_INT(
+      rmq_cq_first_offset_at_or_after_time(cq, 1112, 0, fake_store_time, &broken, &out, &err),
+      RMQ_ECORRUPT);
 
   /* After expiry the search starts at the min offset. */
   CHECK_EQ_INT(rmq_cq_delete_expired(cq, 1300), 2);

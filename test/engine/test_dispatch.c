@@ -49,9 +49,10 @@ static void produce(rmq_store *s) {
     tu_msg t;
     rmq_message *rm = tu_message(&t, topic, m->queue, body, len, kv);
     int kind = i % 20;
-    rm->sys_flag = kind == 7 ? RMQ_SYSFLAG_TRANSACTION_PREPARED
-                 : kind == 8 ? RMQ_SYSFLAG_TRANSACTION_ROLLBACK
-                 : kind == 9 ? RMQ_SYSFLAG_TRANSACTION_COMMIT : 0;
+    rm->sys_flag = kind == 7   ? RMQ_SYSFLAG_TRANSACTION_PREPARED
+                   : kind == 8 ? RMQ_SYSFLAG_TRANSACTION_ROLLBACK
+                   : kind == 9 ? RMQ_SYSFLAG_TRANSACTION_COMMIT
+                               : 0;
     m->in_queue = kind != 7 && kind != 8;
     rmq_err err = {0};
     CHECK_EQ_INT(rmq_store_put(s, rm, 1, &m->r, &err), RMQ_OK);
@@ -74,7 +75,8 @@ static void check_queues(rmq_store *s) {
       CHECK(cq != NULL);
       if (!cq) continue;
       int expect = 0;
-      for (int i = 0; i < N; i++) expect += msgs[i].topic == t && msgs[i].queue == q && msgs[i].in_queue;
+      for (int i = 0; i < N; i++)
+        expect += msgs[i].topic == t && msgs[i].queue == q && msgs[i].in_queue;
       CHECK_EQ_INT(rmq_cq_min_offset(cq), 0);
       CHECK_EQ_INT(rmq_cq_max_offset(cq), expect);
       int64_t n = 0;
@@ -83,12 +85,13 @@ static void check_queues(rmq_store *s) {
         rmq_cq_entry e;
         rmq_commitlog_ref ref;
         rmq_message m;
-        if (rmq_cq_get(cq, n, &e, &err) != RMQ_OK ||
-            e.phy_offset != msgs[i].r.physical_offset || e.size != msgs[i].r.size ||
+        if (rmq_cq_get(cq, n, &e, &err) != RMQ_OK || e.phy_offset != msgs[i].r.physical_offset ||
+            e.size != msgs[i].r.size ||
             rmq_commitlog_read_message(cl, e.phy_offset, true, &ref, &m, &err) != RMQ_OK) {
           bad++;
         } else {
-          bad += m.queue_offset != n || m.queue_id != q || e.tags_code != rmq_commitlog_tags_code(cl, &m);
+          bad += m.queue_offset != n || m.queue_id != q ||
+                 e.tags_code != rmq_commitlog_tags_code(cl, &m);
           rmq_commitlog_ref_release(&ref);
         }
         n++;

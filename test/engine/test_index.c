@@ -54,12 +54,12 @@ static int build(rmq_index_service *s, const char *topic, int64_t offset, int64_
   return rc;
 }
 
-static int query(rmq_index_service *s, const char *topic, const char *key, int max,
-                 int64_t begin, int64_t end, int64_t *out) {
+static int query(rmq_index_service *s, const char *topic, const char *key, int max, int64_t begin,
+                 int64_t end, int64_t *out) {
   rmq_err err = {0};
   int n = -1;
-  int rc = rmq_index_service_query(s, topic, strlen(topic), key, strlen(key), max, begin, end,
-                                   out, &n, &err);
+  int rc = rmq_index_service_query(s, topic, strlen(topic), key, strlen(key), max, begin, end, out,
+                                   &n, &err);
   CHECK_EQ_INT(rc, RMQ_OK);
   return n;
 }
@@ -92,9 +92,9 @@ static void test_vector(void) {
   rmq_index_service s;
   init(&s, dir, RMQ_INDEX_DEFAULT_SLOTS, RMQ_INDEX_DEFAULT_ENTRIES, true, NULL);
   CHECK_EQ_INT(rmq_index_key_hash("TopicTest", 9, "order-1", 7), 1829193424);
-  CHECK_EQ_INT(build(&s, "TopicTest", 0, 1700000000123, "order-1",
-                     "7F00000112340A0B0C0D000010000001"),
-               RMQ_OK);
+  CHECK_EQ_INT(
+      build(&s, "TopicTest", 0, 1700000000123, "order-1", "7F00000112340A0B0C0D000010000001"),
+      RMQ_OK);
   CHECK_EQ_INT(rmq_index_service_count(&s), 1);
   rmq_index_header h;
   char name[18];
@@ -129,8 +129,7 @@ static void test_vector(void) {
   int64_t out[4];
   CHECK_EQ_INT(query(&s, "TopicTest", "order-1", 4, 0, INT64_MAX, out), 1);
   CHECK_EQ_INT(out[0], 0);
-  CHECK_EQ_INT(query(&s, "TopicTest", "7F00000112340A0B0C0D000010000001", 4, 0, INT64_MAX, out),
-               1);
+  CHECK_EQ_INT(query(&s, "TopicTest", "7F00000112340A0B0C0D000010000001", 4, 0, INT64_MAX, out), 1);
   CHECK_EQ_INT(query(&s, "TopicTest", "order-2", 4, 0, INT64_MAX, out), 0);
   CHECK_EQ_INT(query(&s, "OtherTopic", "order-1", 4, 0, INT64_MAX, out), 0);
   rmq_err err = {0};
@@ -191,7 +190,9 @@ static void build_model(model *m, rmq_index_service *s) {
     snprintf(uniq, sizeof uniq, "U%03d", i);
     /* Extra spaces make empty tokens, which are skipped. */
     snprintf(keys, sizeof keys, "K%d%s%s", i % 10, i % 2 ? "  odd " : "",
-             i == 50 ? " Aa" : i == 51 ? " BB" : "");
+             i == 50   ? " Aa"
+             : i == 51 ? " BB"
+                       : "");
     snprintf(m->keys[i][0], 16, "%s", uniq);
     snprintf(m->keys[i][1], 16, "K%d", i % 10);
     m->nkeys[i] = 2;
@@ -442,7 +443,7 @@ static void test_file_level(void) {
   CHECK_EQ_INT(out[0], 5000);
   uint8_t *items = f->mf->mapped + 40 + 8 * 4;
   CHECK_EQ_INT(rmq_get32(items + 4 * 20 + 16), 3); /* item 4 chains to item 3 */
-  rmq_put32(items + 1 * 20 + 16, 4);                /* item 1 -> item 4: a cycle */
+  rmq_put32(items + 1 * 20 + 16, 4);               /* item 1 -> item 4: a cycle */
   n = 0;
   rmq_index_file_select(f, 8 * 2 + 5, 16, 0, INT64_MAX, out, &n);
   CHECK_EQ_INT(n, 1);
@@ -571,8 +572,7 @@ static void test_names(void) {
   init(&s, dir, 8, 4, true, NULL);
   CHECK_EQ_INT(rmq_index_service_load(&s, false, &err), RMQ_OK);
   CHECK_EQ_INT(rmq_index_service_count(&s), 1); /* the full ones ended after "checkpoint" 0 */
-  CHECK(rmq_index_service_file_info(&s, 0, &h, name) && h.index_count == 1 &&
-        h.end_timestamp == 0);
+  CHECK(rmq_index_service_file_info(&s, 0, &h, name) && h.index_count == 1 && h.end_timestamp == 0);
   CHECK_EQ_STR(name, "21000101000000003");
   struct stat st3;
   CHECK(stat(path, &st3) == 0 && st3.st_size == 40 + 8 * 4 + 4 * 20);

@@ -126,8 +126,7 @@ static void test_zero_failure_is_reported(const char *dir) {
   rmq_io_fault(RMQ_IO_PWRITE, 2, EIO, -1);
   rmq_mapped_file_zero(mf, 0, 1 << 20);
   CHECK_EQ_INT(t.calls, 1);
-  CHECK(strstr(t.why, "at 262144 of ") && strstr(t.why, mf->path) &&
-        strstr(t.why, strerror(EIO)));
+  CHECK(strstr(t.why, "at 262144 of ") && strstr(t.why, mf->path) && strstr(t.why, strerror(EIO)));
   /* A short write is a failure too. */
   rmq_io_fault(RMQ_IO_PWRITE, 1, 0, 100);
   rmq_mapped_file_zero(mf, 4096, 8192);
@@ -149,8 +148,8 @@ static void test_prefill_stops_at_failure(const char *dir) {
 
 int main(void) {
   char dir[64];
-  void (*tests[])(const char *) = {test_prefill_stops_at_claim, test_prefill_races_writer,
-                                   test_prefill_races_writer, test_prefill_races_writer,
+  void (*tests[])(const char *) = {test_prefill_stops_at_claim,   test_prefill_races_writer,
+                                   test_prefill_races_writer,     test_prefill_races_writer,
                                    test_zero_failure_is_reported, test_prefill_stops_at_failure};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     tu_tmpdir(dir, sizeof dir);

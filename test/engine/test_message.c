@@ -49,19 +49,18 @@ static const char BODY_155[] = "Hello RocketMQ";
 static const char TOPIC_155[] = "TopicTest";
 static const char PROPS_155[] =
     "KEYS\001order-1\002TAGS\001TagA\002UNIQ_KEY\0017F00000112340A0B0C0D000010000001";
-static const char DUMP_155[] =
-    "00 00 00 B2 DA A3 20 A7 69 C8 65 ED 00 00 00 01"
-    "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
-    "00 00 00 00 00 00 00 00 00 00 01 8B CF E5 68 00"
-    "C0 A8 01 14 00 00 C8 22 00 00 01 8B CF E5 68 7B"
-    "C0 A8 01 0A 00 00 2A 9F 00 00 00 00 00 00 00 00"
-    "00 00 00 00 00 00 00 0E 48 65 6C 6C 6F 20 52 6F"
-    "63 6B 65 74 4D 51 09 54 6F 70 69 63 54 65 73 74"
-    "00 40 4B 45 59 53 01 6F 72 64 65 72 2D 31 02 54"
-    "41 47 53 01 54 61 67 41 02 55 4E 49 51 5F 4B 45"
-    "59 01 37 46 30 30 30 30 30 31 31 32 33 34 30 41"
-    "30 42 30 43 30 44 30 30 30 30 31 30 30 30 30 30"
-    "30 31";
+static const char DUMP_155[] = "00 00 00 B2 DA A3 20 A7 69 C8 65 ED 00 00 00 01"
+                               "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
+                               "00 00 00 00 00 00 00 00 00 00 01 8B CF E5 68 00"
+                               "C0 A8 01 14 00 00 C8 22 00 00 01 8B CF E5 68 7B"
+                               "C0 A8 01 0A 00 00 2A 9F 00 00 00 00 00 00 00 00"
+                               "00 00 00 00 00 00 00 0E 48 65 6C 6C 6F 20 52 6F"
+                               "63 6B 65 74 4D 51 09 54 6F 70 69 63 54 65 73 74"
+                               "00 40 4B 45 59 53 01 6F 72 64 65 72 2D 31 02 54"
+                               "41 47 53 01 54 61 67 41 02 55 4E 49 51 5F 4B 45"
+                               "59 01 37 46 30 30 30 30 30 31 31 32 33 34 30 41"
+                               "30 42 30 43 30 44 30 30 30 30 31 30 30 30 30 30"
+                               "30 31";
 
 static rmq_message message_155(void) {
   rmq_message m = {0};
@@ -133,9 +132,9 @@ static void test_java_hash(void) {
       {"TagB", 2598920, 2598920},
       {"order-1", -1207111310, 1207111310},
       {"TopicTest#order-1", -1829193424, 1829193424},
-      {"\xE8\xAE\xA2\xE5\x8D\x95", 1129459, 1129459},                   /* 订单 */
-      {"TopicTest#\xE8\xAE\xA2\xE5\x8D\x95", 3872117, 3872117},        /* TopicTest#订单 */
-      {"\xF0\x9F\x98\x80", 1772899, 1772899},                           /* U+1F600 */
+      {"\xE8\xAE\xA2\xE5\x8D\x95", 1129459, 1129459},           /* 订单 */
+      {"TopicTest#\xE8\xAE\xA2\xE5\x8D\x95", 3872117, 3872117}, /* TopicTest#订单 */
+      {"\xF0\x9F\x98\x80", 1772899, 1772899},                   /* U+1F600 */
       {"polygenelubricants", INT32_MIN, 0},
       {"TopicTest#7F00000112340A0B0C0D000010000001", 1752161950, 1752161950},
   };
@@ -153,8 +152,7 @@ static void test_java_hash(void) {
   CHECK_EQ_INT(rmq_index_key_hash("TopicTest", 9, "\xE8\xAE\xA2\xE5\x8D\x95", 6), 3872117);
   CHECK_EQ_INT(rmq_index_key_hash("TopicTest", 9, "7F00000112340A0B0C0D000010000001", 32),
                1752161950);
-  CHECK_EQ_INT(rmq_index_key_hash("TopicTest", 9, "7F00000112340A0B0C0D000010000001", 32) %
-                   5000000,
+  CHECK_EQ_INT(rmq_index_key_hash("TopicTest", 9, "7F00000112340A0B0C0D000010000001", 32) % 5000000,
                2161950);
   /* "TopicTest#ogaQmc" hashes to Integer.MIN_VALUE, like "polygenelubricants". */
   CHECK_EQ_INT(rmq_java_hash("TopicTest#ogaQmc", 16), INT32_MIN);
@@ -170,18 +168,30 @@ static void test_java_hash_malformed(void) {
     size_t n;
   } v[] = {
       {"\xFF", {0xFFFD}, 1},
-      {"a\x80" "b", {'a', 0xFFFD, 'b'}, 3},
-      {"\xC0\xAF", {0xFFFD, 0xFFFD}, 2},                   /* overlong lead */
-      {"\xE4\xB8", {0xFFFD}, 1},                           /* truncated 3-byte */
-      {"\xE4\xB8" "a", {0xFFFD, 'a'}, 2},
-      {"\xE0\x80\x80", {0xFFFD, 0xFFFD, 0xFFFD}, 3},       /* overlong 3-byte */
-      {"\xED\xA0\x80", {0xFFFD}, 1},                       /* encoded surrogate */
+      {"a\x80"
+       "b",
+       {'a', 0xFFFD, 'b'},
+       3},
+      {"\xC0\xAF", {0xFFFD, 0xFFFD}, 2}, /* overlong lead */
+      {"\xE4\xB8", {0xFFFD}, 1},         /* truncated 3-byte */
+      {"\xE4\xB8"
+       "a",
+       {0xFFFD, 'a'},
+       2},
+      {"\xE0\x80\x80", {0xFFFD, 0xFFFD, 0xFFFD}, 3}, /* overlong 3-byte */
+      {"\xED\xA0\x80", {0xFFFD}, 1},                 /* encoded surrogate */
       {"\xED\xA0", {0xFFFD}, 1},
-      {"\xED\xA0" "a", {0xFFFD, 'a'}, 2},
-      {"\xF0\x9F\x98", {0xFFFD}, 1},                       /* truncated 4-byte */
-      {"\xF0\x9F\x98" "a", {0xFFFD, 'a'}, 2},
+      {"\xED\xA0"
+       "a",
+       {0xFFFD, 'a'},
+       2},
+      {"\xF0\x9F\x98", {0xFFFD}, 1}, /* truncated 4-byte */
+      {"\xF0\x9F\x98"
+       "a",
+       {0xFFFD, 'a'},
+       2},
       {"\xF4\x90\x80\x80", {0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}, 4}, /* above U+10FFFF */
-      {"\xC3\xA9", {0xE9}, 1},                             /* é */
+      {"\xC3\xA9", {0xE9}, 1},                                   /* é */
   };
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     CHECK_EQ_INT(rmq_java_hash(v[i].s, strlen(v[i].s)), units_hash(v[i].units, v[i].n));
@@ -550,8 +560,8 @@ static void test_corrupt_lengths(void) {
   ** invisible without the CRC check. */
   for (size_t pos = 0; pos < 178; pos++) {
     for (int bit = 0; bit < 8; bit++) {
-      bool shape = pos < 8 || (pos >= 84 && pos < 88) || pos == 102 || pos == 112 ||
-                   pos == 113 || (pos == 39 && (bit == 4 || bit == 5));
+      bool shape = pos < 8 || (pos >= 84 && pos < 88) || pos == 102 || pos == 112 || pos == 113 ||
+                   (pos == 39 && (bit == 4 || bit == 5));
       dump_155(rec);
       rec[pos] ^= (uint8_t)(1 << bit);
       rmq_decode_status s = decode_exact(rec, 178, false, &d);
@@ -746,10 +756,10 @@ static void test_hosts(void) {
   CHECK_EQ_INT(rmq_host_parse("0.0.0.0:65535", &h), 0);
   CHECK_EQ_INT(h.port, 65535);
 
-  static const char *bad[] = {"",           "1.2.3.4",       "1.2.3.4:",     "1.2.3.4:65536",
-                              "1.2.3.4:-1", "1.2.3.4:12a",   "1.2.3.4:1 ",   "300.1.1.1:1",
-                              ":80",        "[::1]80",       "[::1",         "[::1]:",
-                              "::1:80",     "[1.2.3.4]:80",  "1.2.3.4:123456", "[]:1"};
+  static const char *bad[] = {"",           "1.2.3.4",      "1.2.3.4:",       "1.2.3.4:65536",
+                              "1.2.3.4:-1", "1.2.3.4:12a",  "1.2.3.4:1 ",     "300.1.1.1:1",
+                              ":80",        "[::1]80",      "[::1",           "[::1]:",
+                              "::1:80",     "[1.2.3.4]:80", "1.2.3.4:123456", "[]:1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = rmq_host_parse(bad[i], &h);
     CHECK_EQ_INT(rc, -1);

@@ -129,8 +129,7 @@ static void test_fsync_failure(const char *dir) {
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "lost?", 5, ""), 1, &r, &err), RMQ_EIO);
   CHECK(strstr(err.msg, "flush to disk failed") && strstr(err.msg, "Input/output error"));
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "next", 4, ""), 1, &r, &err),
-               RMQ_EPOISONED);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "F", 0, "next", 4, ""), 1, &r, &err), RMQ_EPOISONED);
   CHECK(strstr(err.msg, "reopened") != NULL);
   rmq_store_close(s);
   CHECK(exists(dir, "abort")); /* not a clean shutdown */
@@ -275,8 +274,7 @@ static void test_dispatch_disk_full(const char *dir) {
 }
 
 /* Encode message m at buf's end (len bytes used so far of cap). */
-static void encode_into(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t *len,
-                        size_t cap) {
+static void encode_into(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t *len, size_t cap) {
   rmq_err err = {0};
   int32_t n = rmq_store_encode(s, m, buf + *len, cap - *len, &err);
   CHECK(n > 0 && (size_t)n <= cap - *len);
@@ -328,8 +326,10 @@ static void put_encoded(const char *dir, bool prefilled) {
       snprintf(body[i], sizeof body[i], "b%d", i);
       const rmq_message *m = tu_message(&t, "P", i % 2, body[i], (int)strlen(body[i]),
                                         i == 3 ? "DELAY=2" : "KEYS=x");
-      if (i < 2) encode_into(s, m, a, &alen, sizeof a);
-      else encode_into(s, m, b, &blen, sizeof b);
+      if (i < 2)
+        encode_into(s, m, a, &alen, sizeof a);
+      else
+        encode_into(s, m, b, &blen, sizeof b);
     }
     rmq_span spans[2] = {{a, alen}, {b, blen}};
     int64_t first = -1;
@@ -422,13 +422,11 @@ static void test_put_encoded_failures_prefilled(const char *dir) {
 }
 
 int main(void) {
-  void (*tests[])(const char *) = {test_lock_and_abort, test_damaged_tail,
-                                   test_fsync_failure,  test_flush_timeout,
-                                   test_open_failure,   test_dir_sync_failure,
-                                   test_disk_reservation,
-                                   test_dispatch_disk_full, test_put_encoded,
-                                   test_put_encoded_failures, test_put_encoded_prefilled,
-                                   test_put_encoded_failures_prefilled};
+  void (*tests[])(const char *) = {
+      test_lock_and_abort,       test_damaged_tail,          test_fsync_failure,
+      test_flush_timeout,        test_open_failure,          test_dir_sync_failure,
+      test_disk_reservation,     test_dispatch_disk_full,    test_put_encoded,
+      test_put_encoded_failures, test_put_encoded_prefilled, test_put_encoded_failures_prefilled};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);

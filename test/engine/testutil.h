@@ -38,8 +38,8 @@ typedef struct tu_msg {
   char props[4096];
 } tu_msg;
 
-static inline rmq_message *tu_message(tu_msg *t, const char *topic, int queue_id,
-                                      const void *body, int body_len, const char *kv) {
+static inline rmq_message *tu_message(tu_msg *t, const char *topic, int queue_id, const void *body,
+                                      int body_len, const char *kv) {
   memset(t, 0, sizeof *t);
   size_t len = 0;
   char buf[1024];

@@ -113,8 +113,8 @@ static void print_record(const rmq_message *m, const rmq_put_result *r) {
   format_host(&m->born_host, born, sizeof born);
   format_host(sh, stored, sizeof stored);
   size_t tags_len = 0;
-  const char *tags =
-      find_property(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_TAGS, &tags_len);
+  const char *tags = find_property(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_TAGS,
+                                   &tags_len);
   int64_t tags_code = tags ? rmq_tags_code(tags, tags_len) : 0;
 
   printf("{\"physicalOffset\":%" PRId64 ",\"size\":%" PRId32 ",\"topic\":\"%.*s\""
@@ -152,10 +152,9 @@ static void add_prop(msg *t, const char *name, const char *value) {
   t->m.properties_len = (int32_t)t->props_len;
 }
 
-static const char *const topics[] = {"TopicA", "TopicB", "%RETRY%GroupX", "orders_v2",
-                                     "Topic-C|x"};
-static const char *const tag_values[] = {"TagA", "TagB", "标签",      "tag😀",
-                                         "Ünïcödé", "x",  "TagA||TagB"};
+static const char *const topics[] = {"TopicA", "TopicB", "%RETRY%GroupX", "orders_v2", "Topic-C|x"};
+static const char *const tag_values[] = {"TagA",    "TagB", "标签",      "tag😀",
+                                         "Ünïcödé", "x",    "TagA||TagB"};
 static const char *const born_hosts[] = {"198.51.100.7:54321", "[2001:db8::1234]:40000",
                                          "10.0.0.1:1", "[::1]:65535", "[fe80::1:2:3:4]:9876"};
 

@@ -18,7 +18,7 @@
 
 /* ext/json.c's entry points (ext/rmq_ext.h, which needs sqlite3ext.h). */
 typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
-                                size_t value_len, char **errmsg);
+                                 size_t value_len, char **errmsg);
 int rmqx_properties_from_json(const char *text, rmqx_json_pair_cb cb, void *ctx, char **errmsg);
 char *rmqx_properties_json(const char *props, size_t len);
 bool rmqx_utf8_valid(const uint8_t *s, size_t n);
