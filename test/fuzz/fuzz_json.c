@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "message.h"
+#include "properties.h"
 
 /* ext/json.c's entry points (ext/rmq_ext.h, which needs sqlite3ext.h). */
 typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
