@@ -13,6 +13,17 @@
 */
 #include "rmq_ext.h"
 
+int rmqx_range_op(int op) {
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_EQ: return RMQX_RANGE_EQ;
+    case SQLITE_INDEX_CONSTRAINT_GE: return RMQX_RANGE_GE;
+    case SQLITE_INDEX_CONSTRAINT_GT: return RMQX_RANGE_GT;
+    case SQLITE_INDEX_CONSTRAINT_LE: return RMQX_RANGE_LE;
+    case SQLITE_INDEX_CONSTRAINT_LT: return RMQX_RANGE_LT;
+    default: return -1;
+  }
+}
+
 /* 2^63 as a double: every int64 x has -2^63 <= x < 2^63. */
 #define TWO_POW_63 9223372036854775808.0
 

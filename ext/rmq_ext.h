@@ -64,6 +64,10 @@ int rmqx_reader_wait_dispatched(rmqx_reader *r, char **errmsg);
 ** nothing, text that is no number bounding nothing, saturating at the
 ** int64 limits. SQLite still re-checks every row.
 */
+/* Range operators, in the order the plans keep their slots: =, >=, >, <=, <. */
+enum { RMQX_RANGE_EQ, RMQX_RANGE_GE, RMQX_RANGE_GT, RMQX_RANGE_LE, RMQX_RANGE_LT, RMQX_RANGE_NOPS };
+/* The RMQX_RANGE_* of an xBestIndex operator, or -1 for one no range plan takes. */
+int rmqx_range_op(int op);
 typedef struct rmqx_bounds {
   int64_t lo, hi;
 } rmqx_bounds;

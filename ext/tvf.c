@@ -26,7 +26,6 @@
 #include "rmq_ext.h"
 
 /* The range operators, in the order of their idxNum bits after the arguments. */
-enum { RANGE_EQ, RANGE_GE, RANGE_GT, RANGE_LE, RANGE_LT, RANGE_NBITS };
 
 /* The vtab of every companion table: it remembers the table's description. */
 typedef struct tvf_vtab {
@@ -78,25 +77,13 @@ void *rmqx_tvf_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
 /* Bits of the arguments that must be given. */
 static int required_bits(const rmqx_tvf *t) { return (1 << t->n_required) - 1; }
 
-/* The range bit of a constraint's operator, or -1 for one the range does not use. */
-static int range_bit(unsigned char op) {
-  switch (op) {
-    case SQLITE_INDEX_CONSTRAINT_EQ: return RANGE_EQ;
-    case SQLITE_INDEX_CONSTRAINT_GE: return RANGE_GE;
-    case SQLITE_INDEX_CONSTRAINT_GT: return RANGE_GT;
-    case SQLITE_INDEX_CONSTRAINT_LE: return RANGE_LE;
-    case SQLITE_INDEX_CONSTRAINT_LT: return RANGE_LT;
-    default: return -1;
-  }
-}
-
 /* Keep one lower and one upper bound: = beats >= beats >, and <= beats <. */
 static void prune_range(int *range) {
-  if (range[RANGE_EQ] >= 0) {
-    range[RANGE_GE] = range[RANGE_GT] = range[RANGE_LE] = range[RANGE_LT] = -1;
+  if (range[RMQX_RANGE_EQ] >= 0) {
+    range[RMQX_RANGE_GE] = range[RMQX_RANGE_GT] = range[RMQX_RANGE_LE] = range[RMQX_RANGE_LT] = -1;
   }
-  if (range[RANGE_GE] >= 0) range[RANGE_GT] = -1;
-  if (range[RANGE_LE] >= 0) range[RANGE_LT] = -1;
+  if (range[RMQX_RANGE_GE] >= 0) range[RMQX_RANGE_GT] = -1;
+  if (range[RMQX_RANGE_LE] >= 0) range[RMQX_RANGE_LT] = -1;
 }
 
 /*
@@ -114,7 +101,7 @@ static int pick_slots(const rmqx_tvf *t, const sqlite3_index_info *info, int *sl
       constrained |= 1 << (c->iColumn - t->arg_col);
       if (c->usable) b = c->iColumn - t->arg_col;
     } else if (t->range_col >= 0 && c->iColumn == t->range_col && c->usable) {
-      b = range_bit(c->op);
+      b = rmqx_range_op(c->op);
       if (b >= 0) b += t->n_args;
     }
     if (b >= 0 && slot[b] < 0) slot[b] = i;
@@ -137,8 +124,8 @@ static int use_slots(const rmqx_tvf *t, sqlite3_index_info *info, const int *slo
 
 int rmqx_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready) {
   const rmqx_tvf *t = tvf_of(vt);
-  int slot[RMQX_TVF_MAX_ARGS + RANGE_NBITS];
-  for (int b = 0; b < RMQX_TVF_MAX_ARGS + RANGE_NBITS; b++) slot[b] = -1;
+  int slot[RMQX_TVF_MAX_ARGS + RMQX_RANGE_NOPS];
+  for (int b = 0; b < RMQX_TVF_MAX_ARGS + RMQX_RANGE_NOPS; b++) slot[b] = -1;
   int constrained = pick_slots(t, info, slot);
   int have = 0;
   for (int b = 0; b < t->n_args; b++) have |= slot[b] >= 0 ? 1 << b : 0;
@@ -150,7 +137,7 @@ int rmqx_tvf_best_index(sqlite3_vtab *vt, sqlite3_index_info *info, bool *ready)
   */
   if (constrained & ~have & required_bits(t)) return SQLITE_CONSTRAINT;
   if (t->range_col >= 0) prune_range(slot + t->n_args);
-  int idx = use_slots(t, info, slot, t->n_args + (t->range_col >= 0 ? RANGE_NBITS : 0));
+  int idx = use_slots(t, info, slot, t->n_args + (t->range_col >= 0 ? RMQX_RANGE_NOPS : 0));
   info->idxNum = idx;
   *ready = (idx & required_bits(t)) == required_bits(t);
   if (!*ready) {
@@ -177,14 +164,14 @@ int rmqx_tvf_check_args(sqlite3_vtab *vt, int idx) {
 }
 
 void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo, int64_t *hi) {
-  static const int ops[RANGE_NBITS] = {SQLITE_INDEX_CONSTRAINT_EQ, SQLITE_INDEX_CONSTRAINT_GE,
-                                       SQLITE_INDEX_CONSTRAINT_GT, SQLITE_INDEX_CONSTRAINT_LE,
-                                       SQLITE_INDEX_CONSTRAINT_LT};
+  static const int ops[RMQX_RANGE_NOPS] = {SQLITE_INDEX_CONSTRAINT_EQ, SQLITE_INDEX_CONSTRAINT_GE,
+                                           SQLITE_INDEX_CONSTRAINT_GT, SQLITE_INDEX_CONSTRAINT_LE,
+                                           SQLITE_INDEX_CONSTRAINT_LT};
   int n_args = tvf_of(vt)->n_args;
   int a = 0;
   for (int b = 0; b < n_args; b++) a += (idx >> b) & 1;
   rmqx_bounds bounds = {*lo, *hi};
-  for (int r = 0; r < RANGE_NBITS; r++) {
+  for (int r = 0; r < RMQX_RANGE_NOPS; r++) {
     if (idx & (1 << (n_args + r))) rmqx_bounds_narrow(&bounds, ops[r], argv[a++]);
   }
   *lo = bounds.lo;

@@ -201,7 +201,7 @@ static int store_disconnect(sqlite3_vtab *base) {
 
 /*
 ** Constraint slots, in the order their values reach xFilter's argv. A
-** column's bounds follow each other in the order =, >=, >, <=, < (RANGE_*).
+** column's bounds follow each other in the order =, >=, >, <=, < (RMQX_RANGE_*).
 */
 enum {
   S_OFFSET_EQ,
@@ -231,28 +231,14 @@ enum {
 #define OFF_BITS (BIT(S_OFF_GE) | BIT(S_OFF_GT) | BIT(S_OFF_LE) | BIT(S_OFF_LT))
 #define TS_BITS (BIT(S_TS_GE) | BIT(S_TS_GT))
 
-enum { RANGE_EQ, RANGE_GE, RANGE_GT, RANGE_LE, RANGE_LT };
-
-/* A bound's place among a column's slots, or -1 for an operator no plan takes. */
-static int range_op(int op) {
-  switch (op) {
-    case SQLITE_INDEX_CONSTRAINT_EQ: return RANGE_EQ;
-    case SQLITE_INDEX_CONSTRAINT_GE: return RANGE_GE;
-    case SQLITE_INDEX_CONSTRAINT_GT: return RANGE_GT;
-    case SQLITE_INDEX_CONSTRAINT_LE: return RANGE_LE;
-    case SQLITE_INDEX_CONSTRAINT_LT: return RANGE_LT;
-    default: return -1;
-  }
-}
-
 /* The slot a usable constraint can fill, or -1. */
 static int constraint_slot(int col, int op) {
-  int r = range_op(op);
-  bool eq = r == RANGE_EQ;
+  int r = rmqx_range_op(op);
+  bool eq = r == RMQX_RANGE_EQ;
   switch (col) {
     case -1:
     case COL_COMMITLOG_OFFSET:
-      return eq ? S_OFFSET_EQ : r > RANGE_EQ ? S_OFF_GE + r - RANGE_GE : -1;
+      return eq ? S_OFFSET_EQ : r > RMQX_RANGE_EQ ? S_OFF_GE + r - RMQX_RANGE_GE : -1;
     case COL_MSG_ID: return eq ? S_MSGID : -1;
     case COL_TOPIC: return eq ? S_TOPIC : -1;
     case COL_KEY: return eq ? S_KEY : -1;
@@ -261,7 +247,8 @@ static int constraint_slot(int col, int op) {
     case COL_QUEUE_OFFSET: return r >= 0 ? S_QOFF_EQ + r : -1;
     case COL_TAGS: return eq ? S_TAGS : -1;
     case COL_WAIT_MS: return eq ? S_WAIT : -1;
-    case COL_STORE_TIMESTAMP: return r == RANGE_GE || r == RANGE_GT ? S_TS_GE + r - RANGE_GE : -1;
+    case COL_STORE_TIMESTAMP:
+      return r == RMQX_RANGE_GE || r == RMQX_RANGE_GT ? S_TS_GE + r - RMQX_RANGE_GE : -1;
     default: return -1;
   }
 }
