@@ -1,7 +1,7 @@
 /*
 ** index_file.c: IndexFile and IndexService (see index_file.h). Line
 ** references are to RocketMQ 4.9.7's IndexFile.java (IF), IndexHeader.java
-** (IH) and IndexService.java (IS), as cited by the spec.
+** (IH) and IndexService.java (IS).
 */
 #include "index_file.h"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """engine_store_decode.py: a store written by our engine, read back by the
-independent decoder test/spec_decoder.py (written from the spec).
+independent decoder test/spec_decoder.py (written from the format, not from
+the engine).
 
     engine_store_decode.py [<write_store binary>]   (default: $RMQ_BUILD/test/write_store)
 

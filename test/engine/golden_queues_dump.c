@@ -178,7 +178,7 @@ static bool parse_record(char *line, record *r) {
   return true;
 }
 
-/* The two dispatchers of spec §11 for one record: BuildConsumeQueue, BuildIndex. */
+/* DefaultMessageStore's two dispatchers for one record: BuildConsumeQueue, BuildIndex. */
 static int dispatch(rmq_cq_table *t, rmq_index_service *s, const record *r, rmq_err *err) {
   if (r->to_cq) {
     rmq_consume_queue *cq;

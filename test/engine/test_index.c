@@ -1,6 +1,6 @@
 /*
-** test_index.c: IndexFile and IndexService (engine/index_file.h): the spec
-** §15.5 bytes, chains with collisions across many rolled files, time
+** test_index.c: IndexFile and IndexService (engine/index_file.h): the
+** bytes of IndexFile.putKey for a known key, chains with collisions across many rolled files, time
 ** ranges, the prev-file-end quirk, load after an abnormal exit, expiry,
 ** file naming, damaged files, and queries while the dispatcher writes.
 */
@@ -84,7 +84,7 @@ static int init(rmq_index_service *s, const char *dir, int32_t slots, int32_t en
   return rc;
 }
 
-/* ------------------------------------------------------ spec §15.5 */
+/* --------------------------------------------------- putKey's bytes */
 
 static void test_vector(void) {
   char dir[128];

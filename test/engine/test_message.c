@@ -1,10 +1,10 @@
 /*
-** test_message.c: the record codec against the spec's test vectors (§15)
-** and against damaged input.
+** test_message.c: the record codec against fixed test vectors (values
+** computed by RocketMQ's own code) and against damaged input.
 **
-** Covers the Java hashes, CRCs, magics and file names of §15.1-15.4, the
-** 178-byte record of §15.5 byte for byte, IPv6 and v2 records, the
-** properties rules of §3.2, every truncation and several corruptions of a
+** Covers the Java hashes, CRCs, magics and file names, a 178-byte record
+** (MessageExtEncoder's output) byte for byte, IPv6 and v2 records, the
+** properties rules of MessageDecoder.string2messageProperties, every truncation and several corruptions of a
 ** record (run under ASan to prove nothing is read out of bounds), msgIds,
 ** UNIQ_KEYs, hosts and topic names.
 */
@@ -44,7 +44,7 @@ static int32_t units_hash(const uint16_t *u, size_t n) {
   return (int32_t)h;
 }
 
-/* The §15.5 record: fields, then the full dump. */
+/* The 178-byte record: fields, then the full dump. */
 static const char BODY_155[] = "Hello RocketMQ";
 static const char TOPIC_155[] = "TopicTest";
 static const char PROPS_155[] =
@@ -118,7 +118,7 @@ static void check_same_message(const rmq_message *a, const rmq_message *b) {
   CHECK_EQ_MEM(a->properties, b->properties, (size_t)a->properties_len);
 }
 
-/* ---------------------------------------------------- §15.1 Java hash */
+/* ---------------------------------------------------------- Java hash */
 
 static void test_java_hash(void) {
   static const struct {
@@ -197,7 +197,7 @@ static void test_java_hash_malformed(void) {
     CHECK_EQ_INT(rmq_java_hash(v[i].s, strlen(v[i].s)), units_hash(v[i].units, v[i].n));
 }
 
-/* ------------------------------------------------ §15.2-15.4 vectors */
+/* ------------------------------------- CRCs, magics, file names vectors */
 
 static void test_crc(void) {
   CHECK_EQ_INT(rmq_body_crc("Hello RocketMQ", 14), 0x69C865ED);
@@ -288,7 +288,7 @@ static void test_file_names(void) {
   tzset();
 }
 
-/* ------------------------------------------------- §15.5 the record */
+/* -------------------------------------------------------- the record */
 
 static void test_record_155(void) {
   uint8_t want[200], buf[256];

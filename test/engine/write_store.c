@@ -14,7 +14,8 @@
 ** For every successful put it prints one JSON line with the keys that
 ** test/spec_decoder.py prints for a record, filled from what was put and
 ** the rmq_put_result, never from the files: the topic, queue id and
-** properties of a delayed message are computed here as spec §2.10 says,
+** properties of a delayed message are computed here as CommitLog.asyncPutMessage
+** rewrites them,
 ** the body CRC with zlib, hosts as "a.b.c.d:port" / "[v6]:port" (inet_ntop).
 ** Exits 0 when every put succeeded, 1 (with a message on stderr) otherwise.
 */
@@ -220,8 +221,8 @@ static rmq_put_result put_one(const rmq_message *m) {
 }
 
 /*
-** A DELAY=level message: put as is, printed as spec §2.10 says it is
-** stored: REAL_TOPIC and REAL_QID appended to the properties, topic
+** A DELAY=level message: put as is, printed as CommitLog.asyncPutMessage
+** stores it: REAL_TOPIC and REAL_QID appended to the properties, topic
 ** SCHEDULE_TOPIC_XXXX, queue id min(level, levels) - 1.
 */
 static void put_delayed(msg *t, int i, int level) {
