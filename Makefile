@@ -138,7 +138,7 @@ bench: all $(BENCHES)
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
-DEMO_SQL = quickstart consume outbox joins admin
+DEMO_SQL = quickstart consume outbox joins admin broker_store
 demo: all
 	@rm -rf build/demo-store
 	@for f in $(DEMO_SQL); do \
