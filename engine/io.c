@@ -49,9 +49,11 @@ static int io_should_fail(rmq_io_op op) {
   return 0;
 }
 
+/* O_NONBLOCK: a FIFO put where a store file belongs fails or reads empty instead of blocking
+   the open forever; on a regular file it changes nothing. */
 int rmq_io_open(const char *path, int flags, mode_t mode) {
   if (io_should_fail(RMQ_IO_OPEN)) return -1;
-  return open(path, flags | O_CLOEXEC, mode);
+  return open(path, flags | O_CLOEXEC | O_NONBLOCK, mode);
 }
 
 /* The length a faulty pread or pwrite transfers: -1 (fail), or at most short_len. */

@@ -26,6 +26,7 @@ typedef enum rmq_io_op {
   RMQ_IO_OP_COUNT
 } rmq_io_op;
 
+/* open(2) with O_CLOEXEC and O_NONBLOCK added: it never waits for a FIFO's other end. */
 int rmq_io_open(const char *path, int flags, mode_t mode);
 /* One pread (retried on EINTR): it may return fewer bytes than asked at the end of the file. */
 ssize_t rmq_io_pread(int fd, void *buf, size_t len, off_t off);

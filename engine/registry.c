@@ -1,21 +1,35 @@
 /*
-** registry.c: one engine per store directory per process (rmq_store_acquire,
+** registry.c: one engine per store per process (rmq_store_acquire,
 ** rmq_store_find, rmq_store_release in rmq.h): the process-wide table of
-** open stores, compared by real path.
+** open stores.
+**
+** A store is its directory's device and inode, not the path that names it:
+** a bind mount, a symbolic link or a renamed directory reaches the same
+** engine. Each entry remembers the process that opened it: a forked child
+** inherits the table but not the engine's threads, so it never uses nor
+** closes its parent's engines; it opens its own, and finds the store locked
+** by the parent. The child also closes its copy of each inherited lock
+** descriptor at fork, so that the lock lives exactly as long as the parent's
+** engine.
 **
 ** A plain list under one mutex: a process opens few stores, and opens are
 ** rare next to reads and appends, which never touch the registry.
 */
-#include "rmq.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
 
 typedef struct registry_entry {
+  dev_t dev;
+  ino_t ino;
+  pid_t pid; /* the process whose engine this is */
   char *real_dir;
   rmq_store *store;
   int refs;
@@ -23,34 +37,110 @@ typedef struct registry_entry {
 } registry_entry;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static registry_entry *registry_head;
 
-static registry_entry *find_entry(const char *real_dir) {
+/* fork() takes the registry lock, so that the child's copy of the table is whole. */
+static void before_fork(void) { pthread_mutex_lock(&registry_mu); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&registry_mu); }
+static void after_fork_child(void) {
+  for (registry_entry *e = registry_head; e; e = e->next) rmq_store_drop_inherited_lock(e->store);
+  pthread_mutex_unlock(&registry_mu);
+}
+static void registry_init(void) {
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+static registry_entry *find_entry(const struct stat *st) {
+  pid_t me = getpid();
   for (registry_entry *e = registry_head; e; e = e->next) {
-    if (strcmp(e->real_dir, real_dir) == 0) return e;
+    if (e->pid == me && e->dev == st->st_dev && e->ino == st->st_ino) return e;
   }
   return NULL;
 }
 
-/* The settings two opens of one store must agree on; NULL when they do. */
-static const char *differing_setting(const rmq_config *a, const rmq_config *b) {
-  if (a->flush_sync != b->flush_sync) return "flush";
-  if (a->consumequeue_entries != b->consumequeue_entries) return "consumequeue_entries";
-  if (a->index_slots != b->index_slots) return "index_slots";
-  if (a->index_entries != b->index_entries) return "index_entries";
-  if (a->max_message_size != b->max_message_size) return "max_message_size";
-  if (a->transient_store_pool != b->transient_store_pool) return "transient_store_pool";
-  if (strcmp(a->delay_levels, b->delay_levels) != 0) return "delay_levels";
-  if (memcmp(&a->store_host, &b->store_host, sizeof a->store_host) != 0) return "store_host";
+/* An engine of this process opened on real_dir when that path named another directory. */
+static registry_entry *find_replaced(const char *real_dir) {
+  pid_t me = getpid();
+  for (registry_entry *e = registry_head; e; e = e->next) {
+    if (e->pid == me && strcmp(e->real_dir, real_dir) == 0) return e;
+  }
   return NULL;
 }
 
-/* realpath of dir; a writable open creates the directory first. */
-static int resolve(const char *dir, bool create, char real[PATH_MAX], rmq_err *err) {
-  if (create && mkdir(dir, 0755) != 0 && errno != EEXIST) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", dir, strerror(errno));
+/* ------------------------------------------------------------- settings */
+
+typedef enum setting_kind { SET_INT, SET_BOOL, SET_FLUSH, SET_TEXT, SET_HOST } setting_kind;
+
+typedef struct setting {
+  const char *name;
+  setting_kind kind;
+  size_t offset; /* into rmq_config */
+} setting;
+
+_Static_assert(sizeof(int32_t) == sizeof(int), "SET_INT reads int32_t fields as int");
+
+#define SETTING(n, kind) \
+  { #n, kind, offsetof(rmq_config, n) }
+
+/* Every setting of rmq_config but readonly: two opens of one store must agree on all. */
+static const setting settings[] = {
+    {"flush", SET_FLUSH, offsetof(rmq_config, flush_sync)},
+    SETTING(commitlog_file_size, SET_INT),
+    SETTING(consumequeue_entries, SET_INT),
+    SETTING(index_slots, SET_INT),
+    SETTING(index_entries, SET_INT),
+    SETTING(max_message_size, SET_INT),
+    SETTING(default_queues, SET_INT),
+    SETTING(delay_levels, SET_TEXT),
+    SETTING(file_reserved_hours, SET_INT),
+    SETTING(delete_when, SET_TEXT),
+    SETTING(disk_max_used_ratio, SET_INT),
+    SETTING(store_host, SET_HOST),
+    SETTING(sync_flush_timeout_ms, SET_INT),
+    SETTING(transient_store_pool, SET_INT),
+    SETTING(warm_mapped_file, SET_BOOL),
+    SETTING(use_spin_lock, SET_BOOL),
+    SETTING(flush_interval_ms, SET_INT),
+};
+
+/* The setting's value in cfg, as an argument would give it. */
+static void format_setting(const setting *k, const rmq_config *cfg, char *out, size_t cap) {
+  const char *p = (const char *)cfg + k->offset;
+  switch (k->kind) {
+    case SET_INT: snprintf(out, cap, "%d", *(const int *)p); return;
+    case SET_BOOL: snprintf(out, cap, "%d", *(const bool *)p); return;
+    case SET_FLUSH: snprintf(out, cap, "'%s'", *(const bool *)p ? "sync" : "async"); return;
+    case SET_TEXT: snprintf(out, cap, "'%s'", p); return;
+    case SET_HOST: {
+      char host[64];
+      rmq_host_format((const rmq_host *)p, host, sizeof host);
+      snprintf(out, cap, "'%s'", host);
+      return;
+    }
   }
-  if (!realpath(dir, real)) {
+}
+
+/* The first setting on which a and b differ, or NULL. */
+static const setting *differing_setting(const rmq_config *a, const rmq_config *b) {
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+    char va[600], vb[600];
+    format_setting(&settings[i], a, va, sizeof va);
+    format_setting(&settings[i], b, vb, sizeof vb);
+    if (strcmp(va, vb) != 0) return &settings[i];
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------ acquire */
+
+/* The directory's real path and identity; a writable open creates it (mkdir -p) first. */
+static int resolve(const char *dir, bool create, char real[PATH_MAX], struct stat *st,
+                   rmq_err *err) {
+  int rc = rmq_store_check_path(dir, err);
+  if (rc == RMQ_OK && create) rc = rmq_store_make_dir(dir, err);
+  if (rc != RMQ_OK) return rc;
+  if (!realpath(dir, real) || stat(real, st) != 0) {
     return rmq_err_set(err, errno == ENOENT ? RMQ_ENOTFOUND : RMQ_EIO, "cannot open store %s: %s",
                        dir, strerror(errno));
   }
@@ -65,48 +155,73 @@ static int share(registry_entry *e, const rmq_config *cfg, rmq_store **out, rmq_
                        "for writing",
                        e->real_dir);
   }
-  const char *diff = cfg->readonly ? NULL : differing_setting(have, cfg);
+  const setting *diff = cfg->readonly ? NULL : differing_setting(have, cfg);
   if (diff) {
+    char was[600], asked[600];
+    format_setting(diff, have, was, sizeof was);
+    format_setting(diff, cfg, asked, sizeof asked);
     return rmq_err_set(err, RMQ_EINVAL,
-                       "store %s is already open in this process with another %s; open it "
-                       "with the same settings",
-                       e->real_dir, diff);
+                       "store %s is already open in this process with %s=%s; this open asks for "
+                       "%s=%s: open it with the same settings",
+                       e->real_dir, diff->name, was, diff->name, asked);
   }
   e->refs++;
   *out = e->store;
   return RMQ_OK;
 }
 
-int rmq_store_acquire(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
-  char real[PATH_MAX];
-  *out = NULL;
-  int rc = resolve(dir, !cfg->readonly, real, err);
-  if (rc != RMQ_OK) return rc;
-  pthread_mutex_lock(&registry_mu);
-  registry_entry *e = find_entry(real);
-  if (e) {
-    rc = share(e, cfg, out, err);
-  } else if ((e = calloc(1, sizeof *e)) == NULL || (e->real_dir = strdup(real)) == NULL) {
+/* Open the store as a new entry (the registry lock is held). */
+static int open_entry(const char *real, const struct stat *st, const rmq_config *cfg,
+                      rmq_store **out, rmq_err *err) {
+  /* The old engine still writes by path: two engines would write one directory's files. */
+  registry_entry *old = find_replaced(real);
+  if (old) {
+    return rmq_err_set(err, RMQ_ELOCKED,
+                       "store %s is locked by an engine of this process opened on the directory "
+                       "this path named before it was removed or renamed; close that store's "
+                       "tables first",
+                       real);
+  }
+  registry_entry *e = calloc(1, sizeof *e);
+  if (e == NULL || (e->real_dir = strdup(real)) == NULL) {
     free(e);
-    rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  } else if ((rc = rmq_store_open(real, cfg, &e->store, err)) != RMQ_OK) {
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  int rc = rmq_store_open(real, cfg, &e->store, err);
+  if (rc != RMQ_OK) {
     free(e->real_dir);
     free(e);
-  } else {
-    e->refs = 1;
-    e->next = registry_head;
-    registry_head = e;
-    *out = e->store;
+    return rc;
   }
+  e->dev = st->st_dev;
+  e->ino = st->st_ino;
+  e->pid = getpid();
+  e->refs = 1;
+  e->next = registry_head;
+  registry_head = e;
+  *out = e->store;
+  return RMQ_OK;
+}
+
+int rmq_store_acquire(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
+  char real[PATH_MAX];
+  struct stat st;
+  *out = NULL;
+  pthread_once(&registry_once, registry_init);
+  int rc = resolve(dir, !cfg->readonly, real, &st, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_mutex_lock(&registry_mu);
+  registry_entry *e = find_entry(&st);
+  rc = e ? share(e, cfg, out, err) : open_entry(real, &st, cfg, out, err);
   pthread_mutex_unlock(&registry_mu);
   return rc;
 }
 
 rmq_store *rmq_store_find(const char *dir) {
-  char real[PATH_MAX];
-  if (!realpath(dir, real)) return NULL;
+  struct stat st;
+  if (stat(dir, &st) != 0) return NULL;
   pthread_mutex_lock(&registry_mu);
-  registry_entry *e = find_entry(real);
+  registry_entry *e = find_entry(&st);
   if (e) e->refs++;
   pthread_mutex_unlock(&registry_mu);
   return e ? e->store : NULL;
@@ -121,9 +236,10 @@ void rmq_store_release(rmq_store *s) {
   bool last = e && --e->refs == 0;
   if (last) *p = e->next;
   pthread_mutex_unlock(&registry_mu);
-  /* Closing joins threads and flushes: done outside the registry lock. */
+  /* Closing joins threads and flushes: done outside the registry lock, and never in a forked
+     child, which has none of the parent's threads (the engine is left as it is). */
   if (last) {
-    rmq_store_close(e->store);
+    if (e->pid == getpid()) rmq_store_close(e->store);
     free(e->real_dir);
     free(e);
   }

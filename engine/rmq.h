@@ -3,8 +3,9 @@
 **
 ** A store is a directory laid out as RocketMQ lays it out: commitlog/,
 ** consumequeue/, index/, checkpoint, abort and lock. Opening a store for
-** writing takes the `lock` file's POSIX record lock (the same lock a Java
-** broker takes, so the two exclude each other), recovers the files
+** writing takes a lock on the `lock` file that conflicts with the POSIX lock a
+** Java broker takes and with any other engine's, in this process or another,
+** recovers the files
 ** (DefaultMessageStore.recover) and starts the background services; closing
 ** it flushes everything, stops the services and removes `abort`, the mark
 ** of a clean shutdown. No function here calls into SQLite.
@@ -255,9 +256,11 @@ typedef struct rmq_store rmq_store;
 /*
 ** Open the store in dir (created when missing and writable), recover it and
 ** start its services; the caller owns it alone (see rmq_store_acquire to
-** share it). RMQ_ELOCKED: another process has it open for writing ("store
-** <dir> is locked by another process"). RMQ_ECORRUPT: a file does not follow
-** the format (named, with the offset). RMQ_EINVAL: a setting out of range.
+** share it). RMQ_ELOCKED: another process or engine has it open for writing
+** ("store <dir> is locked by another process"). RMQ_ECORRUPT: a file does not
+** follow the format (named, with the offset), or a file of the store is not a
+** regular file (a FIFO, say: named, with its type). RMQ_EINVAL: a setting out
+** of range, or a path under dir would be longer than PATH_MAX.
 ** RMQ_EIO, RMQ_ENOMEM, RMQ_ENOTFOUND (a read-only store that does not exist).
 */
 int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err);
@@ -266,13 +269,17 @@ void rmq_store_close(rmq_store *s);
 
 /*
 ** One engine per store directory per process: every caller that acquires
-** the same directory (compared by real path) shares one rmq_store, its
-** threads and its lock. The first acquire opens the store; the last release
-** closes it. A second acquire must ask for the same settings: RMQ_EINVAL
-** names the one that differs, or says the store is open read-only in this
+** the same directory (compared by device and inode, so a bind mount or a
+** renamed directory is the same store) shares one rmq_store, its threads and
+** its lock; a forked child never shares its parent's engine (its own open
+** finds the store locked). A missing directory is created with its parents.
+** The first acquire opens the store; the last release closes it. A second
+** acquire must ask for the same settings: RMQ_EINVAL names the one that
+** differs and both values, or says the store is open read-only in this
 ** process when a writable open is asked for. A read-only acquire of a store
 ** this process has open for writing shares the live store. Other errors as
-** rmq_store_open.
+** rmq_store_open, and RMQ_ELOCKED when this process has open a store that was
+** at dir before the directory was removed or renamed.
 */
 int rmq_store_acquire(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err);
 /* The live store for dir if this process has it acquired (a new reference), else NULL. */

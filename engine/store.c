@@ -14,8 +14,10 @@
 */
 #include "store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,20 +142,60 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
 
 /* ------------------------------------------------------------- lock/abort */
 
+/* The longest name under a store: consumequeue/<topic>/<queue id>/<20-digit offset>. */
+#define LONGEST_NAME \
+  ((int)(sizeof "/consumequeue/" - 1 + RMQ_MAX_TOPIC_LEN + sizeof "/2147483647/" - 1 + 20))
+
+int rmq_store_check_path(const char *dir, rmq_err *err) {
+  size_t n = strlen(dir);
+  if (n + LONGEST_NAME < PATH_MAX) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EINVAL,
+                     "store path %.64s... is %zu bytes: with the longest file name in a store "
+                     "(%d bytes more) it passes the limit of %d bytes on a path (PATH_MAX); "
+                     "use a store path of at most %d bytes",
+                     dir, n, LONGEST_NAME, PATH_MAX - 1, PATH_MAX - 1 - LONGEST_NAME);
+}
+
+int rmq_store_make_dir(const char *dir, rmq_err *err) {
+  char *path = strdup(dir);
+  if (!path) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int rc = RMQ_OK;
+  for (char *p = path + 1; rc == RMQ_OK; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+      rc = rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", path, strerror(errno));
+    }
+    if (saved == '\0') break;
+    *p = saved;
+  }
+  free(path);
+  return rc;
+}
+
 static void store_path(const rmq_store *s, const char *name, char *out, size_t cap) {
   snprintf(out, cap, "%s/%s", s->dir, name);
 }
 
-/* The POSIX record lock on byte 0 of `lock`, as DefaultMessageStore.start takes it. */
+/*
+** The lock on byte 0 of `lock`, where DefaultMessageStore.start takes its FileChannel.tryLock.
+** An open file description lock: it conflicts with the POSIX lock a Java broker takes, and,
+** unlike a POSIX lock, with another engine's lock in this process too, and it is not dropped
+** when another descriptor of the file is closed.
+*/
 static int take_lock(rmq_store *s, rmq_err *err) {
-  char path[4096];
+  char path[PATH_MAX];
   store_path(s, "lock", path, sizeof path);
   s->lock_fd = rmq_io_open(path, O_RDWR | O_CREAT, 0644);
   if (s->lock_fd < 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot open %s: %s", path, strerror(errno));
   }
   struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-  if (fcntl(s->lock_fd, F_SETLK, &fl) != 0) {
+  if (fcntl(s->lock_fd, F_OFD_SETLK, &fl) != 0) {
+    if (errno != EAGAIN && errno != EACCES) {
+      return rmq_err_set(err, RMQ_EIO, "cannot lock %s: %s", path, strerror(errno));
+    }
     return rmq_err_set(err, RMQ_ELOCKED, "store %s is locked by another process", s->dir);
   }
   if (rmq_io_pwrite(s->lock_fd, "lock", 4, 0) != 4 || rmq_io_fsync(s->lock_fd) != 0) {
@@ -162,14 +204,88 @@ static int take_lock(rmq_store *s, rmq_err *err) {
   return RMQ_OK;
 }
 
+void rmq_store_drop_inherited_lock(rmq_store *s) {
+  if (s->lock_fd >= 0) close(s->lock_fd);
+  s->lock_fd = -1;
+}
+
+/* ------------------------------------------------------------ file types */
+
+static const char *file_type(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+                       : "not a regular file";
+}
+
+/* A file the store opens is regular or missing: opening a FIFO would block. */
+static int check_regular(const char *path, rmq_err *err) {
+  struct stat st;
+  if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return RMQ_OK;
+  return rmq_err_set(err, RMQ_ECORRUPT, "%s is %s, not a regular file", path,
+                     file_type(st.st_mode));
+}
+
+static bool all_digits(const char *name) {
+  if (!*name) return false;
+  while (*name >= '0' && *name <= '9') name++;
+  return *name == '\0';
+}
+
+/*
+** The segments under dir (named by digits) are regular files; depth levels of directories
+** lead to them (consumequeue/<topic>/<queue id>/).
+*/
+static int check_segments(const char *dir, int depth, rmq_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return RMQ_OK; /* missing, or not a directory: loading says so */
+  int rc = RMQ_OK;
+  struct dirent *e;
+  while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
+    char path[PATH_MAX];
+    struct stat st;
+    if (e->d_name[0] == '.' || snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= PATH_MAX) {
+      continue;
+    }
+    if (depth == 0 && all_digits(e->d_name)) {
+      rc = check_regular(path, err);
+    } else if (depth > 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+      rc = check_segments(path, depth - 1, err);
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+static int check_file_types(rmq_store *s, rmq_err *err) {
+  static const char *const files[] = {"lock", "abort", "checkpoint"};
+  static const struct {
+    const char *name;
+    int depth;
+  } dirs[] = {{"commitlog", 0}, {"index", 0}, {"consumequeue", 2}};
+  char path[PATH_MAX];
+  int rc = RMQ_OK;
+  for (size_t i = 0; rc == RMQ_OK && i < sizeof files / sizeof *files; i++) {
+    store_path(s, files[i], path, sizeof path);
+    rc = check_regular(path, err);
+  }
+  for (size_t i = 0; rc == RMQ_OK && i < sizeof dirs / sizeof *dirs; i++) {
+    store_path(s, dirs[i].name, path, sizeof path);
+    rc = check_segments(path, dirs[i].depth, err);
+  }
+  return rc;
+}
+
 static bool abort_exists(rmq_store *s) {
-  char path[4096];
+  char path[PATH_MAX];
   store_path(s, "abort", path, sizeof path);
   return access(path, F_OK) == 0;
 }
 
 static int create_abort(rmq_store *s, rmq_err *err) {
-  char path[4096];
+  char path[PATH_MAX];
   store_path(s, "abort", path, sizeof path);
   int fd = rmq_io_open(path, O_WRONLY | O_CREAT, 0644);
   if (fd < 0 || rmq_io_fsync(fd) != 0) {
@@ -182,7 +298,7 @@ static int create_abort(rmq_store *s, rmq_err *err) {
 }
 
 static void remove_abort(rmq_store *s) {
-  char path[4096];
+  char path[PATH_MAX];
   store_path(s, "abort", path, sizeof path);
   rmq_io_unlink(path);
 }
@@ -331,14 +447,14 @@ static int start_services(rmq_store *s, rmq_err *err) {
 
 static int store_open_steps(rmq_store *s, rmq_err *err) {
   bool writable = !s->cfg.readonly;
-  if (writable && mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", s->dir, strerror(errno));
-  }
+  int rc = writable ? rmq_store_make_dir(s->dir, err) : RMQ_OK;
+  if (rc != RMQ_OK) return rc;
   struct stat st;
   if (!writable && (stat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", s->dir);
   }
-  int rc = writable ? take_lock(s, err) : RMQ_OK;
+  rc = check_file_types(s, err);
+  if (rc == RMQ_OK && writable) rc = take_lock(s, err);
   s->last_exit_ok = !abort_exists(s);
   if (rc == RMQ_OK) rc = open_commitlog(s, err);
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
@@ -353,6 +469,7 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
 int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
   *out = NULL;
   int rc = rmq_config_check(cfg, err);
+  if (rc == RMQ_OK) rc = rmq_store_check_path(dir, err);
   if (rc != RMQ_OK) return rc;
   rmq_store *s = calloc(1, sizeof *s);
   if (!s || !(s->dir = strdup(dir))) {

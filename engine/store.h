@@ -16,6 +16,16 @@ rmq_commitlog *rmq_store_commitlog(rmq_store *s);
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
 rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
+/*
+** RMQ_EINVAL, naming the limit, when a path under dir would pass PATH_MAX (the longest name under
+** a store is known: a consume-queue segment of a topic of the longest length).
+*/
+int rmq_store_check_path(const char *dir, rmq_err *err);
+/* mkdir -p dir; RMQ_EIO names the directory that could not be made. */
+int rmq_store_make_dir(const char *dir, rmq_err *err);
+/* In a forked child: close the inherited descriptor of the parent's lock, which the parent's
+   engine alone holds and releases. */
+void rmq_store_drop_inherited_lock(rmq_store *s);
 /* Store time of the record at phy_offset, or -1 (a rmq_cq_store_time_fn; store is the rmq_store). */
 int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
 

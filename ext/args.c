@@ -2,9 +2,10 @@
 ** args.c: the arguments of CREATE VIRTUAL TABLE ... USING rocketmq(...).
 **
 ** Each argument is key=value; a value may be quoted with '...' or "...".
-** `dir` is required; every other key has RocketMQ's default (rmq.h). An
-** unknown key, a repeated key or a bad value is an error that names it, and
-** the whole configuration is then checked against its limits.
+** `dir` is required (a path, quoted or not, but not an unquoted NULL); every
+** other key has RocketMQ's default (rmq.h). An unknown key, a repeated key or
+** a bad value is an error that names it, and the whole configuration is then
+** checked against its limits.
 */
 #include <errno.h>
 #include <stdlib.h>
@@ -67,6 +68,12 @@ static char *unquote(const char *v) {
     return r ? r : sqlite3_mprintf("%s", "");
   }
   return sqlite3_mprintf("%.*s", (int)n, v);
+}
+
+/* Is the value written in quotes? (An unquoted NULL is SQL's NULL, not a name.) */
+static bool quoted(const char *v) {
+  v += strspn(v, SPACE);
+  return v[0] == '\'' || v[0] == '"';
 }
 
 /*
@@ -160,6 +167,10 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
   }
   if (*seen & bit) {
     *errmsg = sqlite3_mprintf("argument %s is given twice", k);
+    rc = SQLITE_ERROR;
+  } else if (strcmp(k, "dir") == 0 && sqlite3_stricmp(value, "NULL") == 0 && !quoted(eq + 1)) {
+    *errmsg = sqlite3_mprintf("dir=NULL names no directory; quote a directory named NULL "
+                              "(dir='NULL')");
     rc = SQLITE_ERROR;
   } else if (strcmp(k, "dir") == 0) {
     *dir = sqlite3_mprintf("%s", value);
