@@ -63,6 +63,35 @@ static void test_lock_and_abort(const char *dir) {
   close(fd);
 }
 
+/* A child that tries to open dir for writing: 0 when it finds the store locked. */
+static int child_finds_locked(const char *dir, const rmq_config *cfg) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    rmq_store *s;
+    rmq_err e = {0};
+    _exit(rmq_store_open(dir, cfg, &s, &e) == RMQ_ELOCKED ? 0 : 1);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
+
+/*
+** Two engines of one process on one store: the second is refused, and its failed open, which
+** closes its own descriptor of `lock`, leaves the first one's lock in place.
+*/
+static void test_lock_in_process(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg), *s2 = NULL;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s2, &err), RMQ_ELOCKED);
+  CHECK(s2 == NULL);
+  CHECK_EQ_INT(child_finds_locked(dir, &cfg), 0);
+  rmq_store_close(s);
+  CHECK_EQ_INT(child_finds_locked(dir, &cfg), 1);
+}
+
 /* Tear the last record and scribble garbage after it: recovery cuts at the last good record. */
 static void test_damaged_tail(const char *dir) {
   rmq_config cfg;
@@ -422,11 +451,19 @@ static void test_put_encoded_failures_prefilled(const char *dir) {
 }
 
 int main(void) {
-  void (*tests[])(const char *) = {
-      test_lock_and_abort,       test_damaged_tail,          test_fsync_failure,
-      test_flush_timeout,        test_open_failure,          test_dir_sync_failure,
-      test_disk_reservation,     test_dispatch_disk_full,    test_put_encoded,
-      test_put_encoded_failures, test_put_encoded_prefilled, test_put_encoded_failures_prefilled};
+  void (*tests[])(const char *) = {test_lock_and_abort,
+                                   test_lock_in_process,
+                                   test_damaged_tail,
+                                   test_fsync_failure,
+                                   test_flush_timeout,
+                                   test_open_failure,
+                                   test_dir_sync_failure,
+                                   test_disk_reservation,
+                                   test_dispatch_disk_full,
+                                   test_put_encoded,
+                                   test_put_encoded_failures,
+                                   test_put_encoded_prefilled,
+                                   test_put_encoded_failures_prefilled};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
