@@ -2,7 +2,9 @@
 ** store.c: DefaultMessageStore: open, recover, run and close a store
 ** (see rmq.h).
 **
-** Open (DefaultMessageStore.load): take the lock (writable stores), note whether `abort`
+** Open (DefaultMessageStore.load): check that the path leaves room for the
+** longest file name and that the store's files are regular files (a FIFO would
+** block an open), take the lock (writable stores), note whether `abort`
 ** exists (the last exit was not clean), load the CommitLog segments, the
 ** checkpoint, the consume queues and the index files, recover (consume
 ** queues first, then the CommitLog, dispatching every record it scans when
