@@ -215,9 +215,20 @@ bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_off
   return true;
 }
 
-/* IF 175-230. */
-void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
-                           int64_t end, int64_t *out, int *count) {
+/* An offset already in out: the same record indexed twice (buildIndex after recovery). */
+static bool already_found(const int64_t *out, int count, int64_t off) {
+  for (int i = 0; i < count; i++) {
+    if (out[i] == off) return true;
+  }
+  return false;
+}
+
+/*
+** IF 175-230. With match, an item counts only if match accepts its record,
+** so colliding keys cannot fill max_num in front of the key looked up.
+*/
+static void index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
+                              int64_t end, const rmq_index_match *match, int64_t *out, int *count) {
   int32_t k = slot_load(slot_at(f, key_hash));
   int32_t index_count = atomic_load(&f->index_count);
   if (k <= 0 || k > index_count || index_count <= 1) return;
@@ -229,13 +240,20 @@ void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int
     int32_t prev = rmq_get32(item + 16);
     if (time_diff < 0) break;
     int64_t time_read = file_begin + (int64_t)time_diff * 1000;
-    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end) {
-      out[(*count)++] = rmq_get64(item + 4);
+    int64_t off = rmq_get64(item + 4);
+    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end &&
+        (!match || (match->fn(match->ctx, off) && !already_found(out, *count, off)))) {
+      out[(*count)++] = off;
     }
     /* A sound chain points strictly backwards; RocketMQ only stops at prev == k. */
     if (prev <= 0 || prev > index_count || prev >= k || time_read < begin) break;
     k = prev;
   }
+}
+
+void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
+                           int64_t end, int64_t *out, int *count) {
+  index_file_select(f, key_hash, max_num, begin, end, NULL, out, count);
 }
 
 bool rmq_index_file_time_matched(rmq_index_file *f, int64_t begin, int64_t end) {
@@ -558,9 +576,10 @@ static int cmp_offsets(const void *a, const void *b) {
 }
 
 /* IS 157-195. */
-int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,
-                            const char *key, size_t key_len, int max_num, int64_t begin,
-                            int64_t end, int64_t *offsets, int *count, rmq_err *err) {
+int rmq_index_service_query_matching(rmq_index_service *s, const char *topic, size_t topic_len,
+                                     const char *key, size_t key_len, int max_num, int64_t begin,
+                                     int64_t end, const rmq_index_match *match, int64_t *offsets,
+                                     int *count, rmq_err *err) {
   *count = 0;
   if (max_num > 0 && offsets == NULL) {
     return rmq_err_set(err, RMQ_EINVAL, "index query: no room for %d offsets", max_num);
@@ -570,13 +589,20 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
   for (int i = s->count - 1; i >= 0 && *count < max_num; i--) {
     rmq_index_file *f = s->files[i];
     if (rmq_index_file_time_matched(f, begin, end)) {
-      rmq_index_file_select(f, hash, max_num, begin, end, offsets, count);
+      index_file_select(f, hash, max_num, begin, end, match, offsets, count);
     }
     if (atomic_load(&f->begin_timestamp) < begin) break;
   }
   pthread_rwlock_unlock(&s->lock);
   qsort(offsets, (size_t)*count, sizeof *offsets, cmp_offsets);
   return RMQ_OK;
+}
+
+int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,
+                            const char *key, size_t key_len, int max_num, int64_t begin,
+                            int64_t end, int64_t *offsets, int *count, rmq_err *err) {
+  return rmq_index_service_query_matching(s, topic, topic_len, key, key_len, max_num, begin, end,
+                                          NULL, offsets, count, err);
 }
 
 /* IS 90-141. */
