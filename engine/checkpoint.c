@@ -88,6 +88,7 @@ void rmq_checkpoint_close(rmq_checkpoint *cp) {
 int64_t rmq_checkpoint_min_timestamp(rmq_checkpoint *cp) {
   int64_t p = atomic_load(&cp->physic_msg_timestamp);
   int64_t l = atomic_load(&cp->logics_msg_timestamp);
-  int64_t m = (p < l ? p : l) - 3000;
-  return m < 0 ? 0 : m;
+  int64_t m = p < l ? p : l;
+  /* Compared before subtracting: a damaged checkpoint may hold any value. */
+  return m < 3000 ? 0 : m - 3000;
 }

@@ -135,6 +135,31 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   return RMQ_OK;
 }
 
+/*
+** Every header field within its range: a damaged one must not overflow the
+** arithmetic on it (beginTimestamp + timeDiff * 1000 in selectPhyOffset).
+*/
+#define MAX_TIMESTAMP (INT64_MAX - (int64_t)INT32_MAX * 1000)
+
+static int header_field(const char *path, const char *name, int at, int64_t v, int64_t max,
+                        rmq_err *err) {
+  if (v >= 0 && v <= max) return RMQ_OK;
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "index file %s: %s %lld at offset %d is out of range 0..%lld", path, name,
+                     (long long)v, at, (long long)max);
+}
+
+static int header_check(const char *path, const uint8_t *h, int32_t slot_num, rmq_err *err) {
+  int rc = header_field(path, "beginTimestamp", 0, rmq_get64(h), MAX_TIMESTAMP, err);
+  if (rc == RMQ_OK)
+    rc = header_field(path, "endTimestamp", 8, rmq_get64(h + 8), MAX_TIMESTAMP, err);
+  if (rc == RMQ_OK)
+    rc = header_field(path, "beginPhyOffset", 16, rmq_get64(h + 16), INT64_MAX, err);
+  if (rc == RMQ_OK) rc = header_field(path, "endPhyOffset", 24, rmq_get64(h + 24), INT64_MAX, err);
+  if (rc == RMQ_OK) rc = header_field(path, "hashSlotCount", 32, rmq_get32(h + 32), slot_num, err);
+  return rc;
+}
+
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
                         rmq_index_file **out, rmq_err *err) {
   rmq_index_file *f;
@@ -148,6 +173,10 @@ int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, b
     return rmq_err_set(err, RMQ_ECORRUPT,
                        "index file %s: indexCount %d at offset 36 exceeds index_entries %d", path,
                        (int)count, (int)index_num);
+  }
+  if ((rc = header_check(path, h, slot_num, err)) != RMQ_OK) {
+    rmq_index_file_close(f, false);
+    return rc;
   }
   atomic_init(&f->begin_timestamp, rmq_get64(h));
   atomic_init(&f->end_timestamp, rmq_get64(h + 8));
@@ -190,12 +219,9 @@ bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_off
   if (slot_value <= 0 || slot_value > count) slot_value = 0;
 
   int64_t begin = atomic_load(&f->begin_timestamp);
-  int64_t time_diff = (store_timestamp - begin) / 1000;
-  if (begin <= 0 || time_diff < 0) {
-    time_diff = 0;
-  } else if (time_diff > INT32_MAX) {
-    time_diff = INT32_MAX;
-  }
+  /* Compared before subtracting: a damaged record's time may be anything. */
+  int64_t time_diff = begin <= 0 || store_timestamp <= begin ? 0 : (store_timestamp - begin) / 1000;
+  if (time_diff > INT32_MAX) time_diff = INT32_MAX;
   uint8_t *item = item_at(f, count);
   rmq_put32(item, key_hash);
   rmq_put64(item + 4, phy_offset);
