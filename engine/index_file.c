@@ -97,6 +97,8 @@ static int index_file_map(const char *path, int32_t slot_num, int32_t index_num,
     free(f);
     return rc;
   }
+  /* Written through the mapping; a reserve opens the file for itself. */
+  rmq_mapped_file_close_fd(f->mf);
   f->slot_num = slot_num;
   f->index_num = index_num;
   *out = f;
