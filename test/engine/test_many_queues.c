@@ -5,7 +5,8 @@
 ** Descriptors: consume-queue and index files keep none (their writer
 ** opens the file for each fallocate), nor does any file of a read-only
 ** store, so 1,100 queues open, write, reopen and open read-only under the
-** default limit of 1,024 descriptors.
+** default limit of 1,024 descriptors. A commit-log segment gives up its
+** descriptor when loaded, unless it is the last one.
 ** Disk: a consume-queue file takes blocks in steps as entries arrive, so a
 ** store with RocketMQ's 300,000 entries per file and one message per queue
 ** does not take 6 MB per queue.
@@ -80,6 +81,30 @@ static void test_descriptors(void) {
   tu_rmrf(dir);
 }
 
+/* A reopened store holds a descriptor for its last commit-log segment only. */
+static void test_segments(void) {
+  char dir[64];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  tu_small_config(&cfg, 4096);
+  static char body[3000];
+  rmq_store *s = tu_open(dir, &cfg);
+  for (int i = 0; s && i < 300; i++) {
+    tu_msg t;
+    rmq_put_result r;
+    rmq_err err = {0};
+    rmq_store_put(s, tu_message(&t, "Seg", 0, body, sizeof body, NULL), 1, &r, &err);
+  }
+  if (s) rmq_store_close(s);
+  s = tu_open(dir, &cfg);
+  if (s) {
+    printf("%d descriptors open with 300 commit-log segments\n", open_fds());
+    CHECK(open_fds() < 64);
+    rmq_store_close(s);
+  }
+  tu_rmrf(dir);
+}
+
 /* Bytes of disk the files under dir take (st_blocks). */
 static int64_t disk_bytes(const char *dir) {
   int64_t total = 0;
@@ -117,6 +142,7 @@ static void test_queue_disk(void) {
 
 int main(void) {
   test_descriptors();
+  test_segments();
   test_queue_disk();
   return check_report();
 }
