@@ -105,6 +105,13 @@ static int index_file_map(const char *path, int32_t slot_num, int32_t index_num,
   return RMQ_OK;
 }
 
+/*
+** Items take disk in steps of this (52,428 items), so that a store with few
+** keys does not take blocks for millions; the slots are reserved whole, as
+** keys land in them at random.
+*/
+#define INDEX_RESERVE_STEP (1 << 20)
+
 int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
                           int64_t prev_end_phy_offset, int64_t prev_end_timestamp,
                           rmq_index_file **out, rmq_err *err) {
@@ -112,7 +119,8 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, true, true, &f, err);
   if (rc != RMQ_OK) return rc;
-  if ((rc = rmq_mapped_file_reserve(f->mf, (int32_t)item_offset(f, 0), err)) != RMQ_OK) {
+  rc = rmq_mapped_file_reserve_ahead(f->mf, (int32_t)item_offset(f, 0), INDEX_RESERVE_STEP, err);
+  if (rc != RMQ_OK) {
     rmq_index_file_close(f, true);
     return rc;
   }
@@ -546,14 +554,14 @@ static int writable_file(rmq_index_service *s, rmq_index_file **out, rmq_err *er
 }
 
 /*
-** Allocate the disk blocks of f's next item (and RMQ_RESERVE_STEP beyond)
+** Allocate the disk blocks of f's next item (and INDEX_RESERVE_STEP beyond)
 ** before it is written through the mapping, so that a full disk is an error
 ** (RMQ_EFULL) and not SIGBUS. The header and slots are reserved at creation.
 */
 static int reserve_next_item(rmq_index_file *f, rmq_err *err) {
   int64_t end = item_offset(f, (int64_t)atomic_load(&f->index_count) + 1);
   if (end > f->mf->file_size) return RMQ_OK; /* full: put_key refuses anyway */
-  return rmq_mapped_file_reserve(f->mf, (int32_t)end, err);
+  return rmq_mapped_file_reserve_ahead(f->mf, (int32_t)end, INDEX_RESERVE_STEP, err);
 }
 
 /* IS putKey: put into *f, rolling to a new file when it is full. */

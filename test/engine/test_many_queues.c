@@ -7,9 +7,10 @@
 ** store, so 1,100 queues open, write, reopen and open read-only under the
 ** default limit of 1,024 descriptors. A commit-log segment gives up its
 ** descriptor when loaded, unless it is the last one.
-** Disk: a consume-queue file takes blocks in steps as entries arrive, so a
-** store with RocketMQ's 300,000 entries per file and one message per queue
-** does not take 6 MB per queue.
+** Disk: consume-queue files and index items take blocks in steps as entries
+** arrive, so a store with RocketMQ's 300,000 entries per consume-queue file
+** and one message per queue does not take 6 MB per queue, nor its index
+** file 64 MiB of items.
 */
 #include <dirent.h>
 #include <sys/resource.h>
@@ -129,6 +130,8 @@ static void test_queue_disk(void) {
   rmq_config cfg;
   tu_small_config(&cfg, 1 << 20);
   cfg.consumequeue_entries = 300000; /* RocketMQ's: 6,000,000-byte files */
+  cfg.index_slots = 5000000;         /* and 20,000,000 entries: 420,000,040 bytes */
+  cfg.index_entries = 20000000;
   rmq_store *s = tu_open(dir, &cfg);
   if (!s) return;
   put_each_queue(s, 8);
@@ -136,6 +139,11 @@ static void test_queue_disk(void) {
   int64_t used = disk_bytes(cq_dir);
   printf("8 consume queues of one message take %lld bytes of disk\n", (long long)used);
   CHECK(used <= 8 * (128 << 10));
+  /* The index takes its slot table (20,000,040 bytes) and one step of items. */
+  snprintf(cq_dir, sizeof cq_dir, "%s/index", dir);
+  used = disk_bytes(cq_dir);
+  printf("the index file takes %lld bytes of disk\n", (long long)used);
+  CHECK(used <= 20000040 + (2 << 20));
   rmq_store_close(s);
   tu_rmrf(dir);
 }
