@@ -103,7 +103,10 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
   rmq_err err = {0};
   if (rmq_mapped_file_open(r->path, r->from, r->size, true, true, &mf, &err) == RMQ_OK) {
     if (svc->pool) rmq_mapped_file_use_pool(mf, svc->pool);
-    if (svc->warm) rmq_mapped_file_warm(mf, true);
+    if (svc->warm && rmq_mapped_file_warm(mf, true, &err) != RMQ_OK) {
+      rmq_mapped_file_shutdown(mf, true);
+      mf = NULL;
+    }
   }
   pthread_mutex_lock(&svc->mu);
   r->file = mf;

@@ -40,6 +40,17 @@ static int checkpoint_open_readonly(rmq_checkpoint *cp, rmq_err *err) {
   return RMQ_OK;
 }
 
+/*
+** The file is written through its mapping: its blocks must exist first, or a
+** full disk makes the first flush a SIGBUS. A file system without fallocate
+** keeps it sparse.
+*/
+static int checkpoint_reserve(rmq_checkpoint *cp, rmq_err *err) {
+  if (rmq_io_fallocate(cp->fd, 0, RMQ_CHECKPOINT_SIZE) == 0 || errno == EOPNOTSUPP) return RMQ_OK;
+  return rmq_err_set(err, errno == ENOSPC || errno == EDQUOT ? RMQ_EFULL : RMQ_EIO,
+                     "cannot allocate disk space for %s: %s", cp->path, strerror(errno));
+}
+
 int rmq_checkpoint_open(rmq_checkpoint *cp, const char *dir, bool writable, rmq_err *err) {
   memset(cp, 0, sizeof *cp);
   cp->fd = -1;
@@ -57,6 +68,7 @@ int rmq_checkpoint_open(rmq_checkpoint *cp, const char *dir, bool writable, rmq_
     return rmq_err_set(err, RMQ_EIO, "cannot size %s to %d bytes: %s", cp->path,
                        RMQ_CHECKPOINT_SIZE, strerror(errno));
   }
+  if (checkpoint_reserve(cp, err) != RMQ_OK) return err->code;
   void *map = rmq_io_mmap(cp->fd, RMQ_CHECKPOINT_SIZE, 1);
   if (map == MAP_FAILED) {
     return rmq_err_set(err, RMQ_EIO, "cannot map %s: %s", cp->path, strerror(errno));
@@ -88,6 +100,7 @@ void rmq_checkpoint_close(rmq_checkpoint *cp) {
 int64_t rmq_checkpoint_min_timestamp(rmq_checkpoint *cp) {
   int64_t p = atomic_load(&cp->physic_msg_timestamp);
   int64_t l = atomic_load(&cp->logics_msg_timestamp);
-  int64_t m = (p < l ? p : l) - 3000;
-  return m < 0 ? 0 : m;
+  int64_t m = p < l ? p : l;
+  /* Compared before subtracting: a damaged checkpoint may hold any value. */
+  return m < 3000 ? 0 : m - 3000;
 }

@@ -100,6 +100,8 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   atomic_init(&cq->min_logic_offset, 0);
   atomic_init(&cq->logic_gaps, 0);
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
+  /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
+  cq->mfq.close_fds = true;
   /* A reader takes the segment size off the files (a broker's may differ from ours). */
   if (rc == RMQ_OK) rc = rmq_mfq_load(&cq->mfq, !writable, err);
   if (rc == RMQ_OK && cq->mfq.file_size != cq->file_size) {
@@ -129,6 +131,26 @@ void rmq_cq_close(rmq_consume_queue *cq) {
 /* ------------------------------------------------------------------- put */
 
 /* fillPreBlank (CQ 532-542): filler entries from position 0 up to `until`. */
+/*
+** Blocks for the entries, in steps of this, so that a queue with one message
+** takes one step of disk, not a whole file.
+*/
+#define CQ_RESERVE_STEP (64 << 10)
+
+/*
+** Reserve the segment's blocks below `upto` before writing them through the
+** mapping (a full disk is then an error, not SIGBUS), also in a segment
+** loaded from disk, which may be sparse; map each new step's pages writable.
+*/
+static int reserve_entries(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
+  int32_t before = atomic_load(&mf->reserved_position);
+  if (upto <= before) return RMQ_OK;
+  int rc = rmq_mapped_file_reserve_ahead(mf, upto, CQ_RESERVE_STEP, err);
+  int32_t after = atomic_load(&mf->reserved_position);
+  if (rc == RMQ_OK && after > before) rmq_mapped_file_populate(mf, before, after - before);
+  return rc;
+}
+
 static void fill_pre_blank(rmq_mapped_file *mf, int32_t until) {
   uint8_t blank[UNIT];
   entry_write(blank, 0, RMQ_CQ_PRE_BLANK_SIZE, 0);
@@ -155,6 +177,9 @@ int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t 
   if (rmq_mfq_count(&cq->mfq) == 0 && (rc = make_dirs(cq->mfq.dir, err)) != RMQ_OK) return rc;
   rmq_mapped_file *mf = rmq_mfq_last_or_create(&cq->mfq, expect, err);
   if (mf == NULL) return err->code;
+  int32_t wrote = rmq_mapped_file_wrote(mf), pre_blank = (int32_t)(expect % cq->file_size);
+  rc = reserve_entries(mf, (wrote > pre_blank ? wrote : pre_blank) + UNIT, err);
+  if (rc != RMQ_OK) return rc;
 
   /* A queue whose first entry is not offset 0 (CQ 497-504). */
   if (mf->first_in_queue && cq_offset != 0 && rmq_mapped_file_wrote(mf) == 0) {
@@ -369,7 +394,7 @@ void rmq_cq_iter_stop(rmq_cq_iter *it) {
 /* The file's mtime in ms (MappedFile.getLastModifiedTimestamp). */
 static int64_t file_mtime_ms(rmq_mapped_file *mf) {
   struct stat st;
-  if (fstat(mf->fd, &st) != 0) return 0;
+  if (stat(mf->path, &st) != 0) return 0;
   return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 }
 

@@ -99,14 +99,38 @@ static int64_t max_requested(group_commit_request *r) {
   return m;
 }
 
+/*
+** Wake every request served. A request still beyond the flushed offset after
+** a pass without error means the flush stopped short of bytes it was told
+** were written: named as such, not as a timeout.
+*/
 static void complete_requests(rmq_flush_service *fs, int rc) {
   int64_t flushed = rmq_commitlog_flushed_offset(fs->cl);
   for (group_commit_request *r = fs->requests_read; r; r = r->next) {
-    r->rc = rc != RMQ_OK ? rc : flushed >= r->next_offset ? RMQ_OK : RMQ_ETIMEOUT;
+    r->rc = rc != RMQ_OK ? rc : flushed >= r->next_offset ? RMQ_OK : RMQ_EIO;
+    if (r->rc == RMQ_EIO && rc == RMQ_OK) {
+      snprintf(fs->io_error, sizeof fs->io_error,
+               "the commit log flushed up to offset %lld and had nothing more to flush",
+               (long long)flushed);
+    }
     r->done = true;
   }
   fs->requests_read = NULL;
   pthread_cond_broadcast(&fs->gc_done);
+}
+
+/*
+** GroupCommitService.doCommit: flush segment after segment until the target
+** is on disk; each pass forces one segment, and the requests of one swap may
+** span many when segments are small. With no request it still forces once.
+*/
+static int flush_to(rmq_flush_service *fs, int64_t target, rmq_err *err) {
+  bool moved;
+  int rc;
+  do {
+    rc = rmq_mfq_flush(&fs->cl->mfq, 0, &moved, err);
+  } while (rc == RMQ_OK && moved && rmq_commitlog_flushed_offset(fs->cl) < target);
+  return rc;
 }
 
 static void group_commit_once(rmq_flush_service *fs) {
@@ -117,13 +141,7 @@ static void group_commit_once(rmq_flush_service *fs) {
   pthread_mutex_unlock(&fs->gc_mu);
 
   rmq_err err = {0};
-  int rc = RMQ_OK;
-  /* A record may sit in the next segment: the first pass may only finish the previous one. */
-  for (int i = 0; rc == RMQ_OK && i < 2; i++) {
-    bool moved;
-    rc = rmq_mfq_flush(&fs->cl->mfq, 0, &moved, &err);
-    if (rmq_commitlog_flushed_offset(fs->cl) >= target) break;
-  }
+  int rc = flush_to(fs, target, &err);
   if (rc != RMQ_OK) {
     pthread_mutex_lock(&fs->gc_mu);
     snprintf(fs->io_error, sizeof fs->io_error, "%s", err.msg);

@@ -7,7 +7,8 @@
 **   the flushed store time into the checkpoint.
 ** sync: GroupCommitService. A producer queues a request "flushed up to
 **   next_offset" and sleeps; the service swaps the write and read request
-**   lists, forces once for all of them, and wakes each request it served.
+**   lists, forces segment after segment until the furthest request is on
+**   disk, and wakes each request it served.
 **   A request not served within sync_flush_timeout_ms fails with
 **   RMQ_ETIMEOUT (the producer removes itself, so a stuck fsync cannot leave
 **   a dangling request); an fsync failure fails every waiting request with

@@ -97,11 +97,20 @@ static int index_file_map(const char *path, int32_t slot_num, int32_t index_num,
     free(f);
     return rc;
   }
+  /* Written through the mapping; a reserve opens the file for itself. */
+  rmq_mapped_file_close_fd(f->mf);
   f->slot_num = slot_num;
   f->index_num = index_num;
   *out = f;
   return RMQ_OK;
 }
+
+/*
+** Items take disk in steps of this (52,428 items), so that a store with few
+** keys does not take blocks for millions; the slots are reserved whole, as
+** keys land in them at random.
+*/
+#define INDEX_RESERVE_STEP (1 << 20)
 
 int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
                           int64_t prev_end_phy_offset, int64_t prev_end_timestamp,
@@ -110,7 +119,8 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, true, true, &f, err);
   if (rc != RMQ_OK) return rc;
-  if ((rc = rmq_mapped_file_reserve(f->mf, (int32_t)item_offset(f, 0), err)) != RMQ_OK) {
+  rc = rmq_mapped_file_reserve_ahead(f->mf, (int32_t)item_offset(f, 0), INDEX_RESERVE_STEP, err);
+  if (rc != RMQ_OK) {
     rmq_index_file_close(f, true);
     return rc;
   }
@@ -135,6 +145,31 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   return RMQ_OK;
 }
 
+/*
+** Every header field within its range: a damaged one must not overflow the
+** arithmetic on it (beginTimestamp + timeDiff * 1000 in selectPhyOffset).
+*/
+#define MAX_TIMESTAMP (INT64_MAX - (int64_t)INT32_MAX * 1000)
+
+static int header_field(const char *path, const char *name, int at, int64_t v, int64_t max,
+                        rmq_err *err) {
+  if (v >= 0 && v <= max) return RMQ_OK;
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "index file %s: %s %lld at offset %d is out of range 0..%lld", path, name,
+                     (long long)v, at, (long long)max);
+}
+
+static int header_check(const char *path, const uint8_t *h, int32_t slot_num, rmq_err *err) {
+  int rc = header_field(path, "beginTimestamp", 0, rmq_get64(h), MAX_TIMESTAMP, err);
+  if (rc == RMQ_OK)
+    rc = header_field(path, "endTimestamp", 8, rmq_get64(h + 8), MAX_TIMESTAMP, err);
+  if (rc == RMQ_OK)
+    rc = header_field(path, "beginPhyOffset", 16, rmq_get64(h + 16), INT64_MAX, err);
+  if (rc == RMQ_OK) rc = header_field(path, "endPhyOffset", 24, rmq_get64(h + 24), INT64_MAX, err);
+  if (rc == RMQ_OK) rc = header_field(path, "hashSlotCount", 32, rmq_get32(h + 32), slot_num, err);
+  return rc;
+}
+
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
                         rmq_index_file **out, rmq_err *err) {
   rmq_index_file *f;
@@ -148,6 +183,10 @@ int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, b
     return rmq_err_set(err, RMQ_ECORRUPT,
                        "index file %s: indexCount %d at offset 36 exceeds index_entries %d", path,
                        (int)count, (int)index_num);
+  }
+  if ((rc = header_check(path, h, slot_num, err)) != RMQ_OK) {
+    rmq_index_file_close(f, false);
+    return rc;
   }
   atomic_init(&f->begin_timestamp, rmq_get64(h));
   atomic_init(&f->end_timestamp, rmq_get64(h + 8));
@@ -190,12 +229,9 @@ bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_off
   if (slot_value <= 0 || slot_value > count) slot_value = 0;
 
   int64_t begin = atomic_load(&f->begin_timestamp);
-  int64_t time_diff = (store_timestamp - begin) / 1000;
-  if (begin <= 0 || time_diff < 0) {
-    time_diff = 0;
-  } else if (time_diff > INT32_MAX) {
-    time_diff = INT32_MAX;
-  }
+  /* Compared before subtracting: a damaged record's time may be anything. */
+  int64_t time_diff = begin <= 0 || store_timestamp <= begin ? 0 : (store_timestamp - begin) / 1000;
+  if (time_diff > INT32_MAX) time_diff = INT32_MAX;
   uint8_t *item = item_at(f, count);
   rmq_put32(item, key_hash);
   rmq_put64(item + 4, phy_offset);
@@ -215,9 +251,20 @@ bool rmq_index_file_put_key(rmq_index_file *f, int32_t key_hash, int64_t phy_off
   return true;
 }
 
-/* IF 175-230. */
-void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
-                           int64_t end, int64_t *out, int *count) {
+/* An offset already in out: the same record indexed twice (buildIndex after recovery). */
+static bool already_found(const int64_t *out, int count, int64_t off) {
+  for (int i = 0; i < count; i++) {
+    if (out[i] == off) return true;
+  }
+  return false;
+}
+
+/*
+** IF 175-230. With match, an item counts only if match accepts its record,
+** so colliding keys cannot fill max_num in front of the key looked up.
+*/
+static void index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
+                              int64_t end, const rmq_index_match *match, int64_t *out, int *count) {
   int32_t k = slot_load(slot_at(f, key_hash));
   int32_t index_count = atomic_load(&f->index_count);
   if (k <= 0 || k > index_count || index_count <= 1) return;
@@ -229,13 +276,20 @@ void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int
     int32_t prev = rmq_get32(item + 16);
     if (time_diff < 0) break;
     int64_t time_read = file_begin + (int64_t)time_diff * 1000;
-    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end) {
-      out[(*count)++] = rmq_get64(item + 4);
+    int64_t off = rmq_get64(item + 4);
+    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end &&
+        (!match || (match->fn(match->ctx, off) && !already_found(out, *count, off)))) {
+      out[(*count)++] = off;
     }
     /* A sound chain points strictly backwards; RocketMQ only stops at prev == k. */
     if (prev <= 0 || prev > index_count || prev >= k || time_read < begin) break;
     k = prev;
   }
+}
+
+void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
+                           int64_t end, int64_t *out, int *count) {
+  index_file_select(f, key_hash, max_num, begin, end, NULL, out, count);
 }
 
 bool rmq_index_file_time_matched(rmq_index_file *f, int64_t begin, int64_t end) {
@@ -500,14 +554,14 @@ static int writable_file(rmq_index_service *s, rmq_index_file **out, rmq_err *er
 }
 
 /*
-** Allocate the disk blocks of f's next item (and RMQ_RESERVE_STEP beyond)
+** Allocate the disk blocks of f's next item (and INDEX_RESERVE_STEP beyond)
 ** before it is written through the mapping, so that a full disk is an error
 ** (RMQ_EFULL) and not SIGBUS. The header and slots are reserved at creation.
 */
 static int reserve_next_item(rmq_index_file *f, rmq_err *err) {
   int64_t end = item_offset(f, (int64_t)atomic_load(&f->index_count) + 1);
   if (end > f->mf->file_size) return RMQ_OK; /* full: put_key refuses anyway */
-  return rmq_mapped_file_reserve(f->mf, (int32_t)end, err);
+  return rmq_mapped_file_reserve_ahead(f->mf, (int32_t)end, INDEX_RESERVE_STEP, err);
 }
 
 /* IS putKey: put into *f, rolling to a new file when it is full. */
@@ -558,9 +612,10 @@ static int cmp_offsets(const void *a, const void *b) {
 }
 
 /* IS 157-195. */
-int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,
-                            const char *key, size_t key_len, int max_num, int64_t begin,
-                            int64_t end, int64_t *offsets, int *count, rmq_err *err) {
+int rmq_index_service_query_matching(rmq_index_service *s, const char *topic, size_t topic_len,
+                                     const char *key, size_t key_len, int max_num, int64_t begin,
+                                     int64_t end, const rmq_index_match *match, int64_t *offsets,
+                                     int *count, rmq_err *err) {
   *count = 0;
   if (max_num > 0 && offsets == NULL) {
     return rmq_err_set(err, RMQ_EINVAL, "index query: no room for %d offsets", max_num);
@@ -570,13 +625,20 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
   for (int i = s->count - 1; i >= 0 && *count < max_num; i--) {
     rmq_index_file *f = s->files[i];
     if (rmq_index_file_time_matched(f, begin, end)) {
-      rmq_index_file_select(f, hash, max_num, begin, end, offsets, count);
+      index_file_select(f, hash, max_num, begin, end, match, offsets, count);
     }
     if (atomic_load(&f->begin_timestamp) < begin) break;
   }
   pthread_rwlock_unlock(&s->lock);
   qsort(offsets, (size_t)*count, sizeof *offsets, cmp_offsets);
   return RMQ_OK;
+}
+
+int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,
+                            const char *key, size_t key_len, int max_num, int64_t begin,
+                            int64_t end, int64_t *offsets, int *count, rmq_err *err) {
+  return rmq_index_service_query_matching(s, topic, topic_len, key, key_len, max_num, begin, end,
+                                          NULL, offsets, count, err);
 }
 
 /* IS 90-141. */

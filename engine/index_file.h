@@ -189,6 +189,24 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
                             const char *key, size_t key_len, int max_num, int64_t begin,
                             int64_t end, int64_t *offsets, int *count, rmq_err *err);
 
+/* Whether the record at phy_offset holds the key looked up (the index compares hashes only). */
+typedef struct rmq_index_match {
+  bool (*fn)(void *ctx, int64_t phy_offset);
+  void *ctx;
+} rmq_index_match;
+
+/*
+** rmq_index_service_query keeping only the items whose record match
+** accepts, each offset once: max_num caps matching records, so no number of
+** colliding keys can hide a key's messages. The work is bounded by the
+** length of the hash chain within [begin, end] (at most index_entries items
+** per file), one record read per item with the same hash.
+*/
+int rmq_index_service_query_matching(rmq_index_service *s, const char *topic, size_t topic_len,
+                                     const char *key, size_t key_len, int max_num, int64_t begin,
+                                     int64_t end, const rmq_index_match *match, int64_t *offsets,
+                                     int *count, rmq_err *err);
+
 /*
 ** IndexService.deleteExpiredFile: delete the oldest files, never the newest,
 ** while their endPhyOffset < commitlog_min_offset. Returns how many.

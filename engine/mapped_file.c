@@ -85,6 +85,8 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
   mf->file_from_offset = from;
   mf->file_size = file_size;
   mf->fd = fd;
+  /* A reader reads the mapping only: the mapping outlives the descriptor. */
+  if (!writable) rmq_mapped_file_close_fd(mf);
   mf->writable = writable;
   mf->mapped = map;
   atomic_init(&mf->refcount, 1);
@@ -105,9 +107,30 @@ static void mapped_file_return_buffer(rmq_mapped_file *mf) {
   mf->write_buffer = NULL;
 }
 
+void rmq_mapped_file_close_fd(rmq_mapped_file *mf) {
+  if (mf->fd >= 0) close(mf->fd);
+  mf->fd = -1;
+}
+
+/*
+** The descriptor for a write, fallocate or fsync: the file's own, or one
+** opened for this call when the file keeps none (put it back with fd_put).
+*/
+static int fd_get(rmq_mapped_file *mf) {
+  return mf->fd >= 0 ? mf->fd : rmq_io_open(mf->path, O_RDWR, 0);
+}
+
+static void fd_put(rmq_mapped_file *mf, int fd) {
+  if (fd >= 0 && fd != mf->fd) {
+    int e = errno; /* the caller may still report the call's errno */
+    close(fd);
+    errno = e;
+  }
+}
+
 static void mapped_file_free(rmq_mapped_file *mf) {
   munmap(mf->mapped, (size_t)mf->file_size);
-  close(mf->fd);
+  rmq_mapped_file_close_fd(mf);
   if (atomic_load(&mf->unlink_on_free)) rmq_io_unlink(mf->path);
   mapped_file_return_buffer(mf);
   pthread_mutex_destroy(&mf->flush_mu);
@@ -162,8 +185,10 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t target = rmq_mapped_file_read_position(mf);
   if (able_to(flushed, target, mf->file_size, least_pages)) {
     int32_t start = flushed - flushed % RMQ_OS_PAGE_SIZE;
-    int sys = mf->transient ? rmq_io_fsync(mf->fd)
+    int fd = mf->transient ? fd_get(mf) : -1;
+    int sys = mf->transient ? (fd < 0 ? -1 : rmq_io_fsync(fd))
                             : rmq_io_msync(mf->mapped + start, (size_t)(target - start));
+    fd_put(mf, fd);
     if (sys != 0) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %d: %s", mf->path, target,
                        strerror(errno));
@@ -183,7 +208,11 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t wrote = rmq_mapped_file_wrote(mf);
   if (able_to(committed, wrote, mf->file_size, least_pages)) {
     size_t len = (size_t)(wrote - committed);
-    if (rmq_io_pwrite(mf->fd, mf->write_buffer + committed, len, committed) != (ssize_t)len) {
+    int fd = fd_get(mf);
+    errno = 0; /* a short write sets none */
+    ssize_t n = fd < 0 ? -1 : rmq_io_pwrite(fd, mf->write_buffer + committed, len, committed);
+    fd_put(mf, fd);
+    if (n != (ssize_t)len) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot commit %s bytes %d..%d: %s", mf->path, committed,
                        wrote, errno ? strerror(errno) : "short write");
     } else {
@@ -195,22 +224,33 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   return rc;
 }
 
-void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory) {
-  if (!mf->writable) return;
+int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, rmq_err *err) {
+  if (!mf->writable) return RMQ_OK;
+  /* The pages are written through the mapping: without blocks a full disk is SIGBUS. */
+  int rc = rmq_mapped_file_reserve(mf, mf->file_size, err);
+  if (rc != RMQ_OK) return rc;
   /* A write to each page makes the kernel allocate it now, not on the hot path. */
   for (int32_t i = 0; i < mf->file_size; i += RMQ_OS_PAGE_SIZE) mf->mapped[i] = 0;
   if (lock_memory) {
     mlock(mf->mapped, (size_t)mf->file_size);
   }
+  return RMQ_OK;
 }
 
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
+  return rmq_mapped_file_reserve_ahead(mf, upto, RMQ_RESERVE_STEP, err);
+}
+
+int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahead, rmq_err *err) {
   int32_t reserved = atomic_load_explicit(&mf->reserved_position, memory_order_acquire);
   if (upto <= reserved) return RMQ_OK;
-  int64_t end = (int64_t)upto + RMQ_RESERVE_STEP;
+  int64_t end = (int64_t)upto + ahead;
   if (end > mf->file_size) end = mf->file_size;
   /* The writer and the pre-fault thread both reserve; allocating a range twice is harmless. */
-  if (rmq_io_fallocate(mf->fd, reserved, end - reserved) != 0 && errno != EOPNOTSUPP) {
+  int fd = fd_get(mf);
+  int sys = fd < 0 ? -1 : rmq_io_fallocate(fd, reserved, end - reserved);
+  fd_put(mf, fd);
+  if (sys != 0 && errno != EOPNOTSUPP) {
     return rmq_err_set(err, errno == ENOSPC || errno == EDQUOT ? RMQ_EFULL : RMQ_EIO,
                        "cannot allocate disk space for %s bytes %d..%lld: %s", mf->path, reserved,
                        (long long)end, strerror(errno));
@@ -254,14 +294,16 @@ void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
     return;
   }
   /* By pwrite: through the mapping, a page without disk blocks would be SIGBUS. */
+  int fd = fd_get(mf);
   for (size_t done = 0; done < len; done += sizeof zeros) {
     size_t n = len - done < sizeof zeros ? len - done : sizeof zeros;
     errno = 0; /* a short write sets none */
-    if (rmq_io_pwrite(mf->fd, zeros, n, at + (off_t)done) != (ssize_t)n) {
+    if (fd < 0 || rmq_io_pwrite(fd, zeros, n, at + (off_t)done) != (ssize_t)n) {
       mapped_file_write_failed(mf, at + (int64_t)done, errno);
-      return;
+      break;
     }
   }
+  fd_put(mf, fd);
 }
 
 /*
@@ -281,15 +323,17 @@ int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto) {
 }
 
 int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
-  while (from < to) {
+  int fd = fd_get(mf);
+  while (fd >= 0 && from < to) {
     int32_t end = to - from < PWRITE_PIECE ? to : from + PWRITE_PIECE;
     atomic_store(&mf->prefilling, (int64_t)from << 32 | end);
     bool ok = atomic_load(&mf->write_claim) <= from &&
-              rmq_io_pwrite(mf->fd, zeros, (size_t)(end - from), from) == end - from;
+              rmq_io_pwrite(fd, zeros, (size_t)(end - from), from) == end - from;
     atomic_store(&mf->prefilling, 0);
     if (!ok) break;
     from = end;
   }
+  fd_put(mf, fd);
   return from;
 }
 
@@ -300,13 +344,15 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
     return RMQ_OK;
   }
   size_t done = 0;
-  while (done < len) {
+  int fd = fd_get(mf);
+  while (fd >= 0 && done < len) {
     size_t n = len - done < PWRITE_PIECE ? len - done : PWRITE_PIECE;
-    if (rmq_io_pwrite(mf->fd, (const uint8_t *)data + done, n, at + (off_t)done) != (ssize_t)n) {
+    if (rmq_io_pwrite(fd, (const uint8_t *)data + done, n, at + (off_t)done) != (ssize_t)n) {
       break;
     }
     done += n;
   }
+  fd_put(mf, fd);
   if (done == len) return RMQ_OK;
   int e = errno;
   rmq_mapped_file_zero(mf, at, len);

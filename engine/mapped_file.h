@@ -40,7 +40,7 @@ typedef struct rmq_mapped_file {
   char *path;
   int64_t file_from_offset;
   int32_t file_size;
-  int fd;
+  int fd; /* -1 once closed: a call that needs one opens the file for itself */
   bool writable;
   uint8_t *mapped;                /* file_size bytes of the file */
   uint8_t *write_buffer;          /* from the transient store pool, or NULL once committed */
@@ -71,6 +71,15 @@ typedef struct rmq_mapped_file {
 */
 int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool create,
                          bool writable, rmq_mapped_file **out, rmq_err *err);
+
+/*
+** Give up the file's descriptor: the mapping stays, and a write, fallocate
+** or fsync opens the file for the length of the call. For files written
+** seldom other than through the mapping (consume queues, index files), so
+** that a store with many queues does not hold one descriptor per file.
+** Read-only files give theirs up at open. Call before the file is shared.
+*/
+void rmq_mapped_file_close_fd(rmq_mapped_file *mf);
 
 bool rmq_mapped_file_hold(rmq_mapped_file *mf);
 void rmq_mapped_file_release(rmq_mapped_file *mf);
@@ -125,12 +134,14 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 */
 #define RMQ_RESERVE_STEP (64 << 20)
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err);
+/* The same, reserving `ahead` bytes beyond upto instead of RMQ_RESERVE_STEP. */
+int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahead, rmq_err *err);
 /*
 ** Map the pages of [from, from + len) writable now (MADV_POPULATE_WRITE;
 ** bytes untouched), so that later writes take no page fault: on ext4 a first
 ** write to a page updates the file's mtime through the journal, and can wait
-** for a journal commit. Consume-queue segments are populated whole
-** when created.
+** for a journal commit. Consume-queue segments are populated as they are
+** reserved, step by step.
 */
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 /*
@@ -167,7 +178,10 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
-/* Touch every page so that appends do not fault; mlock it too when asked. */
-void rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory);
+/*
+** Reserve the whole file's blocks, then touch every page so that appends do
+** not fault; mlock it too when asked. RMQ_EFULL or RMQ_EIO from the reserve.
+*/
+int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, rmq_err *err);
 
 #endif

@@ -110,6 +110,7 @@ static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err
   rmq_mapped_file *mf;
   int rc = rmq_mapped_file_open(path, from, q->file_size, false, q->writable, &mf, err);
   if (rc != RMQ_OK) return rc;
+  if (q->close_fds) rmq_mapped_file_close_fd(mf);
   rmq_mapped_file_set_positions(mf, q->file_size);
   rc = mfq_push(q, mf, err);
   if (rc != RMQ_OK) rmq_mapped_file_shutdown(mf, false);
@@ -126,6 +127,8 @@ int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
     if (len > 0 && len <= INT32_MAX) q->file_size = (int32_t)len;
   }
   for (int i = 0; rc == RMQ_OK && i < n; i++) rc = mfq_load_one(q, names[i], err);
+  /* Only the last segment is written to: the others open the file if they ever need it. */
+  for (int i = 0; i < q->count - 1; i++) rmq_mapped_file_close_fd(q->files[i]);
   for (int i = 0; i < n; i++) free(names[i]);
   free(names);
   return rc;
@@ -178,13 +181,9 @@ static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_e
     mf = q->allocate(q->allocate_ctx, path, from, next_path, from + q->file_size, q->file_size,
                      err);
   } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
+    /* Sparse: its writer reserves blocks before it writes (rmq_mapped_file_reserve). */
     if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
-    /* Reserved whole: a consume queue is written by the dispatcher, which must not SIGBUS. */
-    if (rmq_mapped_file_reserve(mf, mf->file_size, err) != RMQ_OK) {
-      rmq_mapped_file_shutdown(mf, true);
-      return NULL;
-    }
-    rmq_mapped_file_populate(mf, 0, mf->file_size);
+    if (q->close_fds) rmq_mapped_file_close_fd(mf);
   }
   if (mf == NULL) return NULL;
   pthread_rwlock_wrlock(&q->lock);

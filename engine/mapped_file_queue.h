@@ -35,6 +35,7 @@ typedef struct rmq_mapped_file_queue {
   rmq_allocate_fn allocate; /* pre-creates segments; NULL: create inline */
   void *allocate_ctx;
   rmq_transient_store_pool *pool; /* write buffers; NULL: write the mapping */
+  bool close_fds;                 /* files keep no descriptor (rmq_mapped_file_close_fd) */
   pthread_rwlock_t lock;
   rmq_mapped_file **files;
   int count, cap;

@@ -563,10 +563,11 @@ int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
 
 /*
 ** Messages of topic whose UNIQ_KEY or one of whose KEYS equals key, stored
-** in [begin, end] (ms), found through the index files newest first (at most
-** max candidates) and re-checked on each record, so a hash collision never
-** returns another key's or another topic's message. offsets[0..*count) is
-** ascending; offsets needs room for max entries. RMQ_ENOMEM.
+** in [begin, end] (ms), found through the index files newest first and
+** re-checked on each record, so a hash collision never returns another key's
+** or another topic's message; the newest max matching messages, however many
+** other keys share the hash (each costs one record read). offsets[0..*count)
+** is ascending; offsets needs room for max entries. RMQ_ENOMEM.
 */
 int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
                         int64_t end, int max, int64_t *offsets, int *count, rmq_err *err);

@@ -708,29 +708,33 @@ static bool record_has_key(const rmq_message *m, const char *key, size_t key_len
   return false;
 }
 
+typedef struct key_lookup {
+  rmq_store *s;
+  const char *topic, *key;
+  size_t topic_len, key_len;
+} key_lookup;
+
+/* The index compares hashes only: re-check topic and key on the record. */
+static bool record_matches(void *ctx, int64_t phy_offset) {
+  key_lookup *k = ctx;
+  rmq_commitlog_ref ref;
+  rmq_message m;
+  rmq_err e = {0};
+  if (rmq_commitlog_read_message(&k->s->commitlog, phy_offset, false, &ref, &m, &e) != RMQ_OK) {
+    return false; /* expired or cut by recovery since it was indexed */
+  }
+  bool ok = (size_t)m.topic_len == k->topic_len && memcmp(m.topic, k->topic, k->topic_len) == 0 &&
+            record_has_key(&m, k->key, k->key_len);
+  rmq_commitlog_ref_release(&ref);
+  return ok;
+}
+
 int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
                         int64_t end, int max, int64_t *offsets, int *count, rmq_err *err) {
-  size_t topic_len = strlen(topic), key_len = strlen(key);
-  int found = 0;
-  int rc = rmq_index_service_query(&s->index, topic, topic_len, key, key_len, max, begin, end,
-                                   offsets, &found, err);
-  *count = 0;
-  for (int i = 0; rc == RMQ_OK && i < found; i++) {
-    rmq_commitlog_ref ref;
-    rmq_message m;
-    rmq_err e = {0};
-    if (i > 0 && offsets[i] == offsets[i - 1]) continue; /* indexed twice (buildIndex) */
-    if (rmq_commitlog_read_message(&s->commitlog, offsets[i], false, &ref, &m, &e) != RMQ_OK) {
-      continue; /* expired or cut by recovery since it was indexed */
-    }
-    /* The index compares hashes only: re-check topic and key on the record. */
-    if ((size_t)m.topic_len == topic_len && memcmp(m.topic, topic, topic_len) == 0 &&
-        record_has_key(&m, key, key_len)) {
-      offsets[(*count)++] = offsets[i];
-    }
-    rmq_commitlog_ref_release(&ref);
-  }
-  return rc;
+  key_lookup k = {s, topic, key, strlen(topic), strlen(key)};
+  rmq_index_match match = {record_matches, &k};
+  return rmq_index_service_query_matching(&s->index, topic, k.topic_len, key, k.key_len, max, begin,
+                                          end, &match, offsets, count, err);
 }
 
 int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size) {

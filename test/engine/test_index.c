@@ -408,6 +408,45 @@ static void test_prev_file_end(void) {
   tu_rmrf(dir);
 }
 
+/*
+** A header value out of range is an error that names it, never arithmetic
+** that overflows (UBSan would report beginTimestamp + timeDiff * 1000).
+*/
+static void check_damaged_header(const char *path) {
+  static const struct {
+    int at, width;
+    int64_t value;
+    const char *name;
+  } bad[] = {
+      {0, 8, INT64_MAX - 5, "beginTimestamp"}, {0, 8, -1, "beginTimestamp"},
+      {8, 8, INT64_MIN, "endTimestamp"},       {16, 8, -7, "beginPhyOffset"},
+      {24, 8, INT64_MIN, "endPhyOffset"},      {32, 4, 9, "hashSlotCount"},
+  };
+  int fd = open(path, O_RDWR);
+  uint8_t saved[40];
+  CHECK(pread(fd, saved, sizeof saved, 0) == (ssize_t)sizeof saved);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint8_t v[8];
+    if (bad[i].width == 8) rmq_put64(v, bad[i].value);
+    if (bad[i].width == 4) rmq_put32(v, (int32_t)bad[i].value);
+    CHECK(pwrite(fd, v, (size_t)bad[i].width, bad[i].at) == bad[i].width);
+    rmq_index_file *f;
+    rmq_err err = {0};
+    int rc = rmq_index_file_load(path, 8, 16, true, &f, &err);
+    CHECK_EQ_INT(rc, RMQ_ECORRUPT);
+    CHECK(strstr(err.msg, bad[i].name) != NULL);
+    if (rc == RMQ_OK) {
+      int64_t out[16];
+      int n = 0;
+      rmq_index_file_select(f, 5, 16, 0, INT64_MAX, out, &n);
+      rmq_index_file_put_key(f, 5, 100, INT64_MIN + 1);
+      rmq_index_file_close(f, false);
+    }
+    CHECK(pwrite(fd, saved, sizeof saved, 0) == (ssize_t)sizeof saved);
+  }
+  close(fd);
+}
+
 /* ------------------------------------------------------- file level */
 
 static void test_file_level(void) {
@@ -497,6 +536,9 @@ static void test_file_level(void) {
   CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_OK);
   rmq_index_file_header(f, &h);
   CHECK_EQ_INT(h.index_count, 1);
+  rmq_index_file_close(f, false);
+  check_damaged_header(path);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_OK);
   rmq_index_file_close(f, true);
   CHECK(access(path, F_OK) != 0);
 
