@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "commitlog_iter.h"
+#include "io.h"
 #include "properties.h"
 #include "rmq.h"
 #include "service_thread.h"
@@ -36,7 +37,7 @@ static void put_unlock(rmq_commitlog *cl) {
 static void poison_locked(void *arg, const char *why) {
   rmq_commitlog *cl = arg;
   if (!atomic_load(&cl->poisoned)) {
-    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%s", why);
+    snprintf(cl->poison_msg, sizeof cl->poison_msg, "%.255s", why);
     atomic_store(&cl->poisoned, true);
   }
 }
@@ -351,47 +352,84 @@ static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t a
 /*
 ** Stamp the records of a span, where its first byte is at log offset
 ** `offset`: copied into dst and stamped there, while their heads are in
-** cache, or (dst NULL) stamped in place. *at: where it stopped.
+** cache, or (dst NULL) stamped in place. The first `hold` bytes are not
+** copied (the batch's head, written last). *at: where it stopped.
 */
-static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, int64_t offset,
-                       stamp_state *st, size_t *at, rmq_err *err) {
+static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, size_t hold,
+                       int64_t offset, stamp_state *st, size_t *at, rmq_err *err) {
   rmq_record_head h;
   for (*at = 0; *at < span->len; *at += (size_t)h.len) {
     uint8_t *rec = span->data + *at;
+    size_t skip = *at == 0 ? hold : 0;
     if (!read_head(rec, span->len - *at, &h, err)) return false;
-    if (dst) memcpy(rec = dst + *at, span->data + *at, (size_t)h.len);
+    if (dst) memcpy((rec = dst + *at) + skip, span->data + *at + skip, (size_t)h.len - skip);
     if (!stamp_record(cl, rec, &h, offset + (int64_t)*at, st, err)) return false;
   }
   return true;
 }
 
 /*
-** Stamp the records of the spans and copy them into mf; under the put lock.
-** A span that lands below `ready` (pages pre-filled and mapped) is copied
-** through the mapping, the rest by rmq_mapped_file_write. A bad record
-** fails the batch before anything is published: its queue offsets are given
-** back and the bytes copied so far zeroed, lest recovery take them for
-** records after a crash.
+** The first record's TOTALSIZE and MAGIC: held back until the rest of the
+** batch is in place, so that a process killed mid-copy leaves zeros where
+** the batch starts and recovery (ours, and RocketMQ's
+** CommitLog.recoverAbnormally, which stops at a record without a magic code)
+** ends the log before the batch: a batch is wholly there or absent.
+*/
+#define BATCH_HEAD 8
+
+/*
+** With flush='sync', a batch of several records is forced to disk before its
+** head is written (GroupCommitService flushes the head with the rest later),
+** so that a power loss cannot keep the head without every record after it.
+*/
+static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t start, int64_t total,
+                             int count, rmq_err *err) {
+  if (!cl->cfg.flush_sync || count < 2 || mf->transient) return RMQ_OK;
+  int32_t page = start - start % RMQ_OS_PAGE_SIZE;
+  if (rmq_io_msync(mf->mapped + page, (size_t)(start + total - page)) == 0) return RMQ_OK;
+  rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %lld: %s", mf->path,
+              (long long)(start + total), strerror(errno));
+  poison_locked(cl, err->msg);
+  return err->code;
+}
+
+/*
+** Stamp the records of the spans and copy them into mf, the batch's head
+** last; under the put lock. A span that lands below `ready` (pages
+** pre-filled and mapped) is copied through the mapping, the rest by
+** rmq_mapped_file_write. A bad record or a failed write fails the batch
+** before anything is published: its queue offsets are given back and the
+** bytes copied so far zeroed, lest recovery take them for records after a
+** crash.
 */
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans, int nspans,
-                          int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
+                          int count, int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
   for (int i = 0; i < nspans; i++) {
     bool mapped = !mf->transient && pos + (int64_t)spans[i].len <= ready;
-    size_t at;
-    if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], mf->file_from_offset + pos, st,
-                    &at, err)) {
+    size_t at, hold = i == 0 ? BATCH_HEAD : 0;
+    if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], hold,
+                    mf->file_from_offset + pos, st, &at, err)) {
       unstamp(cl, spans, i, at);
       rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (mapped ? spans[i].len : 0));
       return err->code;
     }
-    if (!mapped && rmq_mapped_file_write(mf, pos, spans[i].data, spans[i].len, err) != RMQ_OK) {
+    if (!mapped && rmq_mapped_file_write(mf, pos + (int32_t)hold, spans[i].data + hold,
+                                         spans[i].len - hold, err) != RMQ_OK) {
       unstamp(cl, spans, i + 1, 0);
       rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
       return err->code;
     }
     pos += (int32_t)spans[i].len;
   }
+  if (flush_before_head(cl, mf, start, total, count, err) != RMQ_OK) {
+    unstamp(cl, spans, nspans, 0);
+    rmq_mapped_file_zero(mf, start, (size_t)total);
+    return err->code;
+  }
+  /* Every byte of the batch is in place before its head (a compiler and CPU barrier). */
+  atomic_thread_fence(memory_order_release);
+  memcpy(rmq_mapped_file_write_base(mf) + start, spans[0].data, BATCH_HEAD);
   atomic_store(&mf->store_timestamp, st->now);
   rmq_mapped_file_advance(mf, (int32_t)total);
   return RMQ_OK;
@@ -406,13 +444,13 @@ void rmq_commitlog_prepare_segment(rmq_commitlog *cl) {
 }
 
 /* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
-static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int64_t total,
-                         stamp_state *st, int64_t *first_offset, rmq_err *err) {
+static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                         int64_t total, stamp_state *st, int64_t *first_offset, rmq_err *err) {
   int32_t ready;
   rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
   if (!mf) return err->code;
   *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
-  return append_encoded(cl, mf, spans, nspans, total, st, ready, err);
+  return append_encoded(cl, mf, spans, nspans, count, total, st, ready, err);
 }
 
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
@@ -427,7 +465,7 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   put_lock(cl);
   stamp_state st = {.now = rmq_now_ms(), .result = results};
   atomic_store(&cl->begin_time_in_lock, st.now);
-  rc = locked_append(cl, spans, nspans, total, &st, first_offset, err);
+  rc = locked_append(cl, spans, nspans, count, total, &st, first_offset, err);
   atomic_store(&cl->begin_time_in_lock, 0);
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
@@ -617,21 +655,36 @@ static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *
   }
 }
 /*
-** Does a non-zero byte follow offset closely (a torn or overwritten tail,
-** not the clean zeros after the last record)? Only a window is looked at:
-** reading a whole pre-allocated segment would fault in a gigabyte of zeros.
+** Where the bytes after offset end, in its segment: a torn batch holds
+** zeros only within a record (its held-back head, a body), so the scan
+** stops at the first run of zeros longer than a record can be, or at the
+** segment's end; reading a whole pre-allocated segment would fault in a
+** gigabyte of zeros. offset itself when only zeros follow.
 */
-#define TAIL_WINDOW 65536
-
-static bool has_bytes_after(rmq_commitlog *cl, int64_t offset) {
+static int64_t tail_end(rmq_commitlog *cl, int64_t offset) {
   rmq_mapped_file *mf = rmq_mfq_find(&cl->mfq, offset);
-  if (!mf) return false;
-  int32_t pos = (int32_t)(offset - mf->file_from_offset);
-  int32_t end = mf->file_size - pos > TAIL_WINDOW ? pos + TAIL_WINDOW : mf->file_size;
-  bool found = false;
-  for (int32_t i = pos; i < end && !found; i++) found = mf->mapped[i] != 0;
+  if (!mf) return offset;
+  int64_t gap = (int64_t)cl->cfg.max_message_size + 65536 + RMQ_OS_PAGE_SIZE;
+  int32_t pos = (int32_t)(offset - mf->file_from_offset), last = pos;
+  for (int32_t i = pos; i < mf->file_size && i - last <= gap; i++) {
+    if (mf->mapped[i] != 0) last = i + 1;
+  }
+  int64_t end = mf->file_from_offset + last;
   rmq_mapped_file_release(mf);
-  return found;
+  return end;
+}
+
+/*
+** Zero what a torn batch left after the recovered end, and force it to disk:
+** later appends may end short of it, and a later recovery would take its
+** sound records for data after theirs.
+*/
+static void zero_tail(rmq_commitlog *cl, int64_t from, int64_t to) {
+  rmq_mapped_file *mf = rmq_mfq_find(&cl->mfq, from);
+  if (!mf) return;
+  rmq_mapped_file_zero(mf, (int32_t)(from - mf->file_from_offset), (size_t)(to - from));
+  rmq_io_fsync(mf->fd);
+  rmq_mapped_file_release(mf);
 }
 
 /* Segments that start after offset: what recovery cuts off. */
@@ -656,8 +709,10 @@ int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *
     int start = last_exit_ok ? (count > 3 ? count - 3 : 0) : abnormal_start_index(cl, cp);
     scan_segments(cl, start, last_exit_ok ? NULL : on_record, ctx, &scan);
   }
-  bool torn = count > 0 && scan.stop != RMQ_DECODE_BLANK && has_bytes_after(cl, scan.end);
+  int64_t torn_end = count > 0 && scan.stop != RMQ_DECODE_BLANK ? tail_end(cl, scan.end) : scan.end;
+  bool torn = torn_end > scan.end;
   int beyond = segments_after(cl, scan.end);
+  if (torn && cl->mfq.writable) zero_tail(cl, scan.end, torn_end);
   rmq_mfq_truncate_dirty(&cl->mfq, scan.end);
   *process_offset = scan.end;
   if (report && report_cap) {

@@ -36,6 +36,7 @@ typedef struct rmq_commitlog_config {
   int32_t file_size;
   int32_t max_message_size;
   bool use_spin_lock;
+  bool flush_sync; /* a batch is forced to disk before its head (flush='sync') */
   rmq_host store_host;
   int delay_level_count;
   int64_t delay_ms[RMQ_MAX_DELAY_LEVELS]; /* level i+1 waits delay_ms[i] */

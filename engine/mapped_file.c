@@ -175,6 +175,19 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   return rc;
 }
 
+/*
+** pwrite [from, to) of the write buffer, its first 8 bytes last: `from` is
+** where a batch starts (the write position is published only at batch
+** ends), and a process killed mid-write leaves zeros where its head goes.
+*/
+static bool commit_range(rmq_mapped_file *mf, int32_t from, int32_t to) {
+  const int32_t head = 8;
+  size_t len = (size_t)(to - from - head);
+  errno = 0; /* a short write sets none */
+  return rmq_io_pwrite(mf->fd, mf->write_buffer + from + head, len, from + head) == (ssize_t)len &&
+         rmq_io_pwrite(mf->fd, mf->write_buffer + from, head, from) == head;
+}
+
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   if (!mf->transient) return RMQ_OK;
   int rc = RMQ_OK;
@@ -182,8 +195,7 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t committed = atomic_load(&mf->committed_position);
   int32_t wrote = rmq_mapped_file_wrote(mf);
   if (able_to(committed, wrote, mf->file_size, least_pages)) {
-    size_t len = (size_t)(wrote - committed);
-    if (rmq_io_pwrite(mf->fd, mf->write_buffer + committed, len, committed) != (ssize_t)len) {
+    if (!commit_range(mf, committed, wrote)) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot commit %s bytes %d..%d: %s", mf->path, committed,
                        wrote, errno ? strerror(errno) : "short write");
     } else {

@@ -194,6 +194,7 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
       .file_size = s->cfg.commitlog_file_size,
       .max_message_size = s->cfg.max_message_size,
       .use_spin_lock = s->cfg.use_spin_lock,
+      .flush_sync = s->cfg.flush_sync,
       .store_host = s->cfg.store_host,
   };
   int rc = rmq_parse_delay_levels(s->cfg.delay_levels, cc.delay_ms, RMQ_MAX_DELAY_LEVELS,
