@@ -679,9 +679,11 @@ static int32_t bytes_end(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t pos) {
 /*
 ** Count the CRC-sound records that start in [from, to) of mf, found by
 ** their magic code wherever they start; *min_time: the earliest store time.
+** Returns where the last one ends, or from.
 */
-static int sound_records_in(rmq_mapped_file *mf, int32_t from, int32_t to, int64_t *min_time) {
-  int n = 0;
+static int32_t sound_records_in(rmq_mapped_file *mf, int32_t from, int32_t to, int *n,
+                                int64_t *min_time) {
+  int32_t end = from;
   for (int32_t p = from; p + 8 <= to; p++) {
     int32_t magic = rmq_get32(mf->mapped + p + RMQ_POS_MAGIC);
     rmq_message m;
@@ -690,11 +692,24 @@ static int sound_records_in(rmq_mapped_file *mf, int32_t from, int32_t to, int64
             RMQ_DECODE_OK) {
       continue;
     }
-    n++;
+    (*n)++;
     if (m.store_timestamp < *min_time) *min_time = m.store_timestamp;
     p += m.total_size - 1;
+    end = p + 1;
   }
-  return n;
+  return end;
+}
+
+/*
+** Where the data from position pos of mf ends: its last non-zero byte, or
+** the end of its last sound record (which may end in zeros). *n and
+** *min_time as sound_records_in.
+*/
+static int32_t data_end(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t pos, int *n,
+                        int64_t *min_time) {
+  int32_t to = bytes_end(cl, mf, pos);
+  int32_t sound_end = sound_records_in(mf, pos, to, n, min_time);
+  return sound_end > to ? sound_end : to;
 }
 
 /* What lies after the recovered end: a torn tail, or damage. */
@@ -717,8 +732,7 @@ static void look_beyond(rmq_commitlog *cl, const recover_scan *scan, beyond_end 
     if (seg_end > scan->end &&
         (mf->file_from_offset > scan->end || scan->stop != RMQ_DECODE_BLANK)) {
       int32_t from = mf->file_from_offset > scan->end ? 0 : (int32_t)(scan->end % mf->file_size);
-      int32_t to = bytes_end(cl, mf, from);
-      b->sound += sound_records_in(mf, from, to, &b->min_time);
+      int32_t to = data_end(cl, mf, from, &b->sound, &b->min_time);
       if (mf->file_from_offset <= scan->end) {
         b->tail_to = mf->file_from_offset + to;
       } else if (to > 0) {
@@ -838,7 +852,9 @@ static int move_segments(rmq_commitlog *cl, const char *dir, int64_t offset, int
   for (int i = 0; rc == RMQ_OK && i < rmq_mfq_count(&cl->mfq); i++) {
     rmq_mapped_file *mf = rmq_mfq_get(&cl->mfq, i);
     if (!mf) continue;
-    int32_t bytes = mf->file_from_offset > offset ? bytes_end(cl, mf, 0) : 0;
+    int ignored = 0;
+    int64_t no_time = 0;
+    int32_t bytes = mf->file_from_offset > offset ? data_end(cl, mf, 0, &ignored, &no_time) : 0;
     if (bytes > 0) {
       char path[4200];
       snprintf(path, sizeof path, "%s/%s", dir, strrchr(mf->path, '/') + 1);
