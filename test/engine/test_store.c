@@ -33,7 +33,7 @@ static void test_lock_and_abort(const char *dir) {
     rmq_store *s2;
     rmq_err e2 = {0};
     int rc = rmq_store_open(dir, &cfg, &s2, &e2);
-    char want[200];
+    char want[400];
     snprintf(want, sizeof want, "store %s is locked by another process", dir);
     _exit(rc == RMQ_ELOCKED && strcmp(e2.msg, want) == 0 ? 0 : 1);
   }
@@ -151,7 +151,7 @@ static void test_damage_before_checkpoint(const char *dir) {
   close(fd);
   close(open(abort_path, O_CREAT | O_WRONLY, 0644));
   CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_ECORRUPT);
-  char want[200];
+  char want[400];
   snprintf(want, sizeof want, "%s is damaged at offset %lld (BAD_CRC); 3 sound record(s) follow;",
            seg, (long long)r[1].physical_offset);
   CHECK(strstr(err.msg, want) != NULL);
