@@ -4,7 +4,7 @@
 ** after recovery every transaction is wholly in the log or wholly absent,
 ** and every acknowledged one is there.
 **
-** The child builds transactions of 20,000 to 100,000 rows; each row's body
+** The child builds transactions of 20,000 to 200,000 rows; each row's body
 ** names its round, transaction, index and the transaction's size. Before
 ** each append it tells the parent (pipe) that the append starts, after it
 ** that it returned and how long it took. The parent lets one transaction
@@ -35,7 +35,7 @@ typedef struct note {
   int64_t us; /* how long the append took ('A') */
 } note;
 
-static int txn_rows(int round, int txn) { return 20000 + (round * 7919 + txn * 104729) % 80000; }
+static int txn_rows(int round, int txn) { return 20000 + (round * 7919 + txn * 104729) % 180000; }
 
 static int make_body(char *buf, int round, int txn, int i, int rows) {
   int len = snprintf(buf, 64, "r%d t%d i%d n%d ", round, txn, i, rows);
