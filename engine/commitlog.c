@@ -432,8 +432,13 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
     rmq_mapped_file_zero(mf, start, (size_t)total);
     return err->code;
   }
-  /* Every byte of the batch is in place before its head (a compiler and CPU barrier). */
-  atomic_thread_fence(memory_order_release);
+  /*
+  ** The compiler keeps the head's stores after the rest: a SIGKILL stops the
+  ** thread between two instructions, and every store before it reaches the
+  ** page cache. (Readers need no fence: the release of the write position
+  ** publishes the batch.)
+  */
+  atomic_signal_fence(memory_order_seq_cst);
   memcpy(rmq_mapped_file_write_base(mf) + start, spans[0].data, BATCH_HEAD);
   atomic_store(&mf->store_timestamp, st->now);
   rmq_mapped_file_advance(mf, (int32_t)total);
