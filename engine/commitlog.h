@@ -8,7 +8,9 @@
 ** when configured): take the writer's segment, write a BLANK and roll when
 ** the batch does not fit with 8 bytes to spare, copy each record in and
 ** stamp its queue offset from the topic-queue table, its physical offset and
-** the store time, and publish the new write position. Flushing is done by
+** the store time, the first record's TOTALSIZE and MAGIC last (so that a
+** batch cut short by a crash leaves zeros where it starts, and recovery ends
+** the log before it), and publish the new write position. Flushing is done by
 ** FlushRealTimeService (async) or GroupCommitService (sync, see flush.h).
 **
 ** A failed fsync or commit poisons the CommitLog: every later put fails with

@@ -10,7 +10,10 @@
 ** end and rebuild the topic-queue table), start the services, let the
 ** dispatcher catch up, and create `abort`. Close undoes it in reverse
 ** order; `abort` is removed only when everything was dispatched and flushed,
-** so a store whose last flush failed recovers abnormally.
+** so a store whose last flush failed recovers abnormally. Recovery fails the
+** open when sound records follow damage in the commit log; repair
+** (rmq_store_repair) recovers the commit log alone with the damage moved
+** aside and leaves `abort` for the next open.
 */
 #include "store.h"
 
