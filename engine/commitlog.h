@@ -8,7 +8,9 @@
 ** when configured): take the writer's segment, write a BLANK and roll when
 ** the batch does not fit with 8 bytes to spare, copy each record in and
 ** stamp its queue offset from the topic-queue table, its physical offset and
-** the store time, and publish the new write position. Flushing is done by
+** the store time, the first record's TOTALSIZE and MAGIC last (so that a
+** batch cut short by a crash leaves zeros where it starts, and recovery ends
+** the log before it), and publish the new write position. Flushing is done by
 ** FlushRealTimeService (async) or GroupCommitService (sync, see flush.h).
 **
 ** A failed fsync or commit poisons the CommitLog: every later put fails with
@@ -36,6 +38,7 @@ typedef struct rmq_commitlog_config {
   int32_t file_size;
   int32_t max_message_size;
   bool use_spin_lock;
+  bool flush_sync; /* a batch is forced to disk before its head (flush='sync') */
   rmq_host store_host;
   int delay_level_count;
   int64_t delay_ms[RMQ_MAX_DELAY_LEVELS]; /* level i+1 waits delay_ms[i] */
@@ -136,16 +139,44 @@ int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc
 int64_t rmq_commitlog_time_at(rmq_commitlog *cl, int64_t offset, int32_t size);
 
 /*
-** Recovery of the CommitLog alone (CommitLog.recoverNormally, recoverAbnormally):
-** scan from the chosen segment with CRC checks, call on_record for every
-** valid record when dispatching (abnormal recovery), and truncate after the
-** last valid record. *process_offset receives the recovered end; *truncated_bytes how
-** many bytes of written data were cut (the damaged tail), so callers can say so.
+** Recovery of the CommitLog alone (CommitLog.recoverNormally,
+** recoverAbnormally): scan from the chosen segment with CRC checks, call
+** on_record for every valid record when dispatching (abnormal recovery),
+** then look at what follows the last valid record. A read-only log is only
+** scanned. A writable one never deletes a record that passes its CRC:
+** - a torn tail (the store was not closed cleanly, no later segment holds
+**   bytes, and nothing after the end was stored before the checkpoint's
+**   physicMsgTimestamp) is moved aside: its bytes copied into
+**   <store>/damaged/<UTC time>/, in a file named by the offset of its first
+**   byte, then zeroed in the log;
+** - anything else after the end is damage: RMQ_ECORRUPT naming the segment,
+**   the offset and the sound records that follow, and how to repair;
+**   nothing is changed. With repair, damage is moved aside as a torn tail
+**   is, and every later segment that holds bytes is linked into the same
+**   directory.
+** Then the log is truncated after the last valid record (empty later
+** segments deleted).
 */
 typedef void (*rmq_record_cb)(void *ctx, const rmq_message *m);
-int rmq_commitlog_recover(rmq_commitlog *cl, bool last_exit_ok, rmq_checkpoint *cp,
-                          rmq_record_cb on_record, void *ctx, int64_t *process_offset, char *report,
-                          size_t report_cap);
+typedef struct rmq_recovery {
+  bool last_exit_ok;       /* in: no abort file */
+  bool repair;             /* in: move damage aside instead of failing */
+  rmq_checkpoint *cp;      /* in */
+  rmq_record_cb on_record; /* in: each valid record, when dispatching */
+  void *ctx;
+  int64_t end;         /* out: the recovered end */
+  int64_t moved;       /* out: bytes moved aside */
+  char moved_to[4096]; /* out: where to, "" when nothing was */
+  char report[768];    /* out: one sentence on what recovery did */
+} rmq_recovery;
+int rmq_commitlog_recover(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err);
+/*
+** Load the segments for a repair: the segment size is the largest file's,
+** and the segment that cannot be loaded (short, or after a gap) and every
+** one after it are moved into a new <store>/damaged/<UTC time>/ (r->moved_to,
+** r->moved), for rmq_commitlog_recover with repair to go on there.
+*/
+int rmq_commitlog_load_for_repair(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err);
 
 /* Set the next queue offset of (topic, queue_id): recovery rebuilds the table from the queues. */
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,

@@ -200,6 +200,23 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   return rc;
 }
 
+/*
+** pwrite [from, to) of the write buffer, its first 8 bytes last: `from` is
+** where a batch starts (the write position is published only at batch
+** ends), and a process killed mid-write leaves zeros where its head goes.
+*/
+static bool commit_range(rmq_mapped_file *mf, int32_t from, int32_t to) {
+  const int32_t head = 8;
+  size_t len = (size_t)(to - from - head);
+  int fd = fd_get(mf);
+  errno = 0; /* a short write sets none */
+  bool ok = fd >= 0 &&
+            rmq_io_pwrite(fd, mf->write_buffer + from + head, len, from + head) == (ssize_t)len &&
+            rmq_io_pwrite(fd, mf->write_buffer + from, head, from) == head;
+  fd_put(mf, fd);
+  return ok;
+}
+
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   if (!mf->transient) return RMQ_OK;
   int rc = RMQ_OK;
@@ -207,12 +224,7 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t committed = atomic_load(&mf->committed_position);
   int32_t wrote = rmq_mapped_file_wrote(mf);
   if (able_to(committed, wrote, mf->file_size, least_pages)) {
-    size_t len = (size_t)(wrote - committed);
-    int fd = fd_get(mf);
-    errno = 0; /* a short write sets none */
-    ssize_t n = fd < 0 ? -1 : rmq_io_pwrite(fd, mf->write_buffer + committed, len, committed);
-    fd_put(mf, fd);
-    if (n != (ssize_t)len) {
+    if (!commit_range(mf, committed, wrote)) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot commit %s bytes %d..%d: %s", mf->path, committed,
                        wrote, errno ? strerror(errno) : "short write");
     } else {
@@ -286,6 +298,14 @@ static void mapped_file_write_failed(rmq_mapped_file *mf, int64_t at, int e) {
   snprintf(why, sizeof why, "cannot zero the bytes of a failed write at %lld of %s: %s",
            (long long)at, mf->path, e ? strerror(e) : "short write");
   if (mf->write_failed) mf->write_failed(mf->write_failed_ctx, why);
+}
+
+int rmq_mapped_file_fsync(rmq_mapped_file *mf, rmq_err *err) {
+  int fd = fd_get(mf);
+  int sys = fd < 0 ? -1 : rmq_io_fsync(fd);
+  fd_put(mf, fd);
+  if (sys == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot flush %s: %s", mf->path, strerror(errno));
 }
 
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {

@@ -176,6 +176,8 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
 ** callback is told: the file holds bytes nobody may trust.
 */
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len);
+/* fsync the whole file now, through a descriptor of the call when the file keeps none. */
+int rmq_mapped_file_fsync(rmq_mapped_file *mf, rmq_err *err);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /*

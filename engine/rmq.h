@@ -259,8 +259,12 @@ typedef struct rmq_store rmq_store;
 ** share it). RMQ_ELOCKED: another process or engine has it open for writing
 ** ("store <dir> is locked by another process"). RMQ_ECORRUPT: a file does not
 ** follow the format (named, with the offset), or a file of the store is not a
-** regular file (a FIFO, say: named, with its type). RMQ_EINVAL: a setting out
-** of range, or a path under dir would be longer than PATH_MAX.
+** regular file (a FIFO, say: named, with its type); a writable open also fails
+** so when a sound record follows damage in the commit log, or bytes follow the
+** end of a cleanly closed one, and says to run rmq_store_repair (a torn tail
+** left by a crash is moved aside instead, see rmq_store_recovery_report).
+** RMQ_EINVAL: a setting out of range, or a path under dir would be longer than
+** PATH_MAX.
 ** RMQ_EIO, RMQ_ENOMEM, RMQ_ENOTFOUND (a read-only store that does not exist).
 */
 int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err);
@@ -289,8 +293,19 @@ void rmq_store_release(rmq_store *s);
 
 const rmq_config *rmq_store_config(rmq_store *s);
 const char *rmq_store_dir(rmq_store *s);
-/* One sentence on how the last open recovered the store (and what it cut). */
+/* One sentence on how the last open recovered the store (and what it moved aside). */
 const char *rmq_store_recovery_report(rmq_store *s);
+/*
+** Move the damaged part of a store's commit log aside: everything from the
+** first unsound record that recovery finds to the end of the log goes into
+** <dir>/damaged/<UTC time>/ (later segments whole, the damaged segment's
+** tail copied there then zeroed; each file named by the commit-log offset
+** of its first byte), and `abort` is left so that the next open recovers
+** the consume queues from the repaired log. *moved: the bytes moved aside
+** (0 for a sound store). RMQ_ELOCKED: the store is open for writing here or
+** in another process. RMQ_ENOTFOUND: no store directory. RMQ_EIO.
+*/
+int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err);
 
 /* ------------------------------------------------------------------ puts */
 

@@ -12,7 +12,10 @@
 ** end and rebuild the topic-queue table), start the services, let the
 ** dispatcher catch up, and create `abort`. Close undoes it in reverse
 ** order; `abort` is removed only when everything was dispatched and flushed,
-** so a store whose last flush failed recovers abnormally.
+** so a store whose last flush failed recovers abnormally. Recovery fails the
+** open when sound records follow damage in the commit log; repair
+** (rmq_store_repair) recovers the commit log alone with the damage moved
+** aside and leaves `abort` for the next open.
 */
 #include "store.h"
 
@@ -312,6 +315,7 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
       .file_size = s->cfg.commitlog_file_size,
       .max_message_size = s->cfg.max_message_size,
       .use_spin_lock = s->cfg.use_spin_lock,
+      .flush_sync = s->cfg.flush_sync,
       .store_host = s->cfg.store_host,
   };
   int rc = rmq_parse_delay_levels(s->cfg.delay_levels, cc.delay_ms, RMQ_MAX_DELAY_LEVELS,
@@ -319,6 +323,13 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
   if (rc == RMQ_OK) rc = rmq_commitlog_init(&s->commitlog, s->dir, &cc, !s->cfg.readonly, err);
   if (rc == RMQ_OK) rc = rmq_mfq_load(&s->commitlog.mfq, s->cfg.readonly, err);
   if (rc == RMQ_OK) s->cfg.commitlog_file_size = s->commitlog.mfq.file_size;
+  if (rc == RMQ_ECORRUPT && !s->cfg.readonly) {
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n,
+             "; if the file is damaged, run SELECT rocketmq_repair('%s') to move it and the "
+             "segments after it aside into %s/damaged/",
+             s->dir, s->dir);
+  }
   return rc;
 }
 
@@ -379,17 +390,25 @@ static void dispatch_scanned(void *ctx, const rmq_message *m) {
 /*
 ** Consume queues first, then the CommitLog (DefaultMessageStore.recover). A
 ** read-only store is only scanned for its end: nothing is dispatched or cut
-** on disk.
+** on disk. Damage after the end fails the open (rmq_commitlog_recover).
 */
 static int recover(rmq_store *s, rmq_err *err) {
-  int64_t max_cq, end;
+  int64_t max_cq;
   int rc = rmq_cq_table_recover(s->cqs, &max_cq, err);
   if (rc != RMQ_OK) return rc;
   bool scan_only = s->cfg.readonly || s->last_exit_ok;
   recovery_dispatch d = {.reput = s->reput};
-  rmq_commitlog_recover(&s->commitlog, scan_only, &s->checkpoint,
-                        scan_only ? NULL : dispatch_scanned, &d, &end, s->recovery_report,
-                        sizeof s->recovery_report);
+  rmq_recovery *r = calloc(1, sizeof *r);
+  if (!r) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  *r = (rmq_recovery){.last_exit_ok = scan_only,
+                      .cp = &s->checkpoint,
+                      .on_record = scan_only ? NULL : dispatch_scanned,
+                      .ctx = &d};
+  rc = rmq_commitlog_recover(&s->commitlog, r, err);
+  int64_t end = r->end;
+  snprintf(s->recovery_report, sizeof s->recovery_report, "%s", r->report);
+  free(r);
+  if (rc != RMQ_OK) return rc;
   if (d.err.code != RMQ_OK) return rmq_err_set(err, d.err.code, "%s", d.err.msg);
   if (max_cq >= end) rc = rmq_cq_table_truncate_dirty(s->cqs, end, err);
   if (max_cq > end) {
@@ -488,6 +507,55 @@ int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_
   }
   *out = s;
   return RMQ_OK;
+}
+
+/*
+** Under the store's lock: load the commit log with what cannot be loaded
+** set aside, recover it with damage moved aside, and leave `abort`, so that
+** the next open recovers abnormally: it dispatches again from the
+** checkpoint and cuts the consume-queue entries past the new end.
+*/
+static int repair_steps(rmq_store *s, rmq_recovery *r, rmq_err *err) {
+  struct stat st;
+  if (stat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", s->dir);
+  }
+  int rc = take_lock(s, err);
+  rmq_commitlog_config cc = {.file_size = s->cfg.commitlog_file_size,
+                             .max_message_size = s->cfg.max_message_size};
+  *r = (rmq_recovery){.last_exit_ok = !abort_exists(s), .repair = true, .cp = &s->checkpoint};
+  if (rc == RMQ_OK) rc = rmq_commitlog_init(&s->commitlog, s->dir, &cc, true, err);
+  if (rc == RMQ_OK) rc = rmq_commitlog_load_for_repair(&s->commitlog, r, err);
+  if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, true, err);
+  if (rc == RMQ_OK) rc = rmq_commitlog_recover(&s->commitlog, r, err);
+  if (rc == RMQ_OK) rc = create_abort(s, err);
+  return rc;
+}
+
+int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
+  *moved = 0;
+  rmq_store *live = rmq_store_find(dir);
+  if (live) {
+    rmq_store_release(live);
+    return rmq_err_set(err, RMQ_ELOCKED, "store %s is open in this process: close it first", dir);
+  }
+  rmq_store *s = calloc(1, sizeof *s);
+  rmq_recovery *r = calloc(1, sizeof *r);
+  int rc = s && r && (s->dir = strdup(dir)) ? RMQ_OK
+                                            : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  if (rc == RMQ_OK) {
+    rmq_config_init(&s->cfg);
+    s->lock_fd = -1;
+    s->checkpoint.fd = -1;
+    rc = repair_steps(s, r, err);
+    *moved = r->moved;
+    rmq_store_close(s);
+  } else if (s) {
+    free(s->dir);
+    free(s);
+  }
+  free(r);
+  return rc;
 }
 
 /*

@@ -19,6 +19,18 @@
 **                              so this deletes nothing and returns 0; the
 **                              store must be open in this process, as for
 **                              rocketmq_flush.
+**    rocketmq_repair(dir)      move the damaged part of the store's commit
+**                              log aside, into dir/damaged/<UTC time>/:
+**                              from the first unsound record recovery finds
+**                              to the end of the log (later segments whole,
+**                              the damaged segment's tail copied, then
+**                              zeroed in the log); returns the bytes moved
+**                              aside (INTEGER, 0 for a sound store). Takes
+**                              the store's lock: the store must not be open
+**                              in this process ("rocketmq_repair: store DIR
+**                              is open in this process: close it first") nor
+**                              for writing in another. The next open
+**                              recovers the consume queues and the index.
 **    rocketmq_java_hash(text)  Java's String.hashCode of text taken as UTF-16
 **                              units (the tags code of a TAGS value, and the
 **                              index hash before abs): INTEGER, NULL for NULL.
@@ -73,6 +85,23 @@ static void clean_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   rmq_store_release(s);
 }
 
+/* rocketmq_repair(dir) */
+static void repair_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  const char *dir = (const char *)sqlite3_value_text(argv[0]);
+  if (dir == NULL) {
+    rmqx_result_error(ctx, "rocketmq_repair: the store directory is NULL");
+    return;
+  }
+  int64_t moved = 0;
+  rmq_err err = {0};
+  if (rmq_store_repair(dir, &moved, &err) == RMQ_OK) {
+    sqlite3_result_int64(ctx, moved);
+  } else {
+    rmqx_result_error(ctx, "rocketmq_repair: %s", err.msg);
+  }
+}
+
 /* rocketmq_java_hash(text) */
 static void java_hash_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
@@ -89,6 +118,7 @@ int rmqx_register_functions(sqlite3 *db) {
   } funcs[] = {
       {"rocketmq_flush", flush_func, SQLITE_DIRECTONLY},
       {"rocketmq_clean", clean_func, SQLITE_DIRECTONLY},
+      {"rocketmq_repair", repair_func, SQLITE_DIRECTONLY},
       {"rocketmq_java_hash", java_hash_func, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS},
   };
   int rc = SQLITE_OK;

@@ -4,6 +4,7 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,7 @@ static void test_lock_and_abort(const char *dir) {
     rmq_store *s2;
     rmq_err e2 = {0};
     int rc = rmq_store_open(dir, &cfg, &s2, &e2);
-    char want[200];
+    char want[400];
     snprintf(want, sizeof want, "store %s is locked by another process", dir);
     _exit(rc == RMQ_ELOCKED && strcmp(e2.msg, want) == 0 ? 0 : 1);
   }
@@ -121,6 +122,15 @@ static void test_damaged_tail(const char *dir) {
   char off[32];
   snprintf(off, sizeof off, "offset %lld", (long long)r[4].physical_offset);
   CHECK(strstr(rep, off) != NULL);
+  /* What was cut is in damaged/<time>/, named by its offset: the torn record up to the garbage. */
+  CHECK(strstr(rep, "moved to damaged/") != NULL);
+  char pattern[300];
+  snprintf(pattern, sizeof pattern, "%s/damaged/*/%020lld", dir, (long long)r[4].physical_offset);
+  glob_t g;
+  CHECK_EQ_INT(glob(pattern, 0, NULL, &g), 0);
+  struct stat st;
+  CHECK(g.gl_pathc == 1 && stat(g.gl_pathv[0], &st) == 0 && st.st_size == r[4].size + 100 + 7);
+  globfree(&g);
   /* The next put goes where the damaged record was. */
   rmq_put_result n;
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Tail", 0, "new", 3, ""), 1, &n, &err), RMQ_OK);
@@ -141,6 +151,45 @@ static void test_damaged_tail(const char *dir) {
   CHECK(access(empty, F_OK) != 0);
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Tail", 0, "more", 4, ""), 1, &n, &err), RMQ_OK);
   CHECK_EQ_INT(n.queue_offset, 5);
+  rmq_store_close(s);
+}
+
+/*
+** After a crash, a bad record stored before the checkpoint's
+** physicMsgTimestamp, with sound records after it, is damage, not a torn
+** tail: the open fails and changes nothing; a repair moves it aside.
+*/
+static void test_damage_before_checkpoint(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_err err = {0};
+  tu_msg t;
+  rmq_put_result r[5];
+  for (int i = 0; i < 5; i++) {
+    usleep(3000); /* each record its own store time */
+    CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Dmg", 0, "0123456789", 10, ""), 1, &r[i], &err),
+                 RMQ_OK);
+  }
+  rmq_store_close(s); /* the checkpoint holds r[4]'s store time */
+  char seg[256], abort_path[256];
+  snprintf(seg, sizeof seg, "%s/commitlog/00000000000000000000", dir);
+  snprintf(abort_path, sizeof abort_path, "%s/abort", dir);
+  int fd = open(seg, O_RDWR);
+  CHECK(pwrite(fd, "XX", 2, r[1].physical_offset + 90) == 2); /* inside the body */
+  close(fd);
+  close(open(abort_path, O_CREAT | O_WRONLY, 0644));
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_ECORRUPT);
+  char want[400];
+  snprintf(want, sizeof want, "%s is damaged at offset %lld (BAD_CRC); 3 sound record(s) follow;",
+           seg, (long long)r[1].physical_offset);
+  CHECK(strstr(err.msg, want) != NULL);
+  int64_t moved = 0;
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_repair(dir, &moved, &err), RMQ_OK);
+  CHECK_EQ_INT(moved, r[4].physical_offset + r[4].size - r[1].physical_offset);
+  s = tu_open(dir, &cfg);
+  if (s) CHECK_EQ_INT(rmq_commitlog_max_offset(rmq_store_commitlog(s)), r[1].physical_offset);
   rmq_store_close(s);
 }
 
@@ -451,19 +500,13 @@ static void test_put_encoded_failures_prefilled(const char *dir) {
 }
 
 int main(void) {
-  void (*tests[])(const char *) = {test_lock_and_abort,
-                                   test_lock_in_process,
-                                   test_damaged_tail,
-                                   test_fsync_failure,
-                                   test_flush_timeout,
-                                   test_open_failure,
-                                   test_dir_sync_failure,
-                                   test_disk_reservation,
-                                   test_dispatch_disk_full,
-                                   test_put_encoded,
-                                   test_put_encoded_failures,
-                                   test_put_encoded_prefilled,
-                                   test_put_encoded_failures_prefilled};
+  void (*tests[])(const char *) = {test_lock_and_abort,        test_lock_in_process,
+                                   test_damaged_tail,          test_damage_before_checkpoint,
+                                   test_fsync_failure,         test_flush_timeout,
+                                   test_open_failure,          test_dir_sync_failure,
+                                   test_disk_reservation,      test_dispatch_disk_full,
+                                   test_put_encoded,           test_put_encoded_failures,
+                                   test_put_encoded_prefilled, test_put_encoded_failures_prefilled};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
