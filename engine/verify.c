@@ -37,7 +37,8 @@
 typedef struct verifier {
   rmq_defect_fn fn;
   void *ctx;
-  int rc; /* the callback's code once it stopped the check */
+  int rc;    /* the callback's code once it stopped the check */
+  bool live; /* a writer of this process may be creating a directory's last file */
 } verifier;
 
 static void report(verifier *v, const char *file, int64_t offset, const char *kind, const char *fmt,
@@ -118,6 +119,11 @@ static bool is_directory(const char *path) {
   return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* A live store's newest file is empty for a moment while it is made (created, then sized). */
+static bool being_created(const verifier *v, int64_t len, int i, int n) {
+  return v->live && len == 0 && i == n - 1;
+}
+
 /*
 ** The segments of a MappedFileQueue directory (the commit log, or one
 ** consume queue), rel its path under the store: names of 20 digits that
@@ -136,6 +142,7 @@ static int check_segments(verifier *v, const char *root, const char *rel, int64_
     if ((rc = join(file, rel, l.names[i], err)) != RMQ_OK) break;
     if ((rc = join(path, dir, l.names[i], err)) != RMQ_OK) break;
     len = regular_size(path);
+    if (being_created(v, len, i, l.n)) continue;
     if (rmq_file_name_parse(l.names[i], &from) != 0 || len < 0) {
       report(v, file, -1, RMQ_DEFECT_FILE_NAME,
              "not a segment: a segment is a regular file named by its 20-digit start offset");
@@ -245,6 +252,7 @@ static int check_index_files(verifier *v, const char *root, rmq_store *s, rmq_er
     if ((rc = join(rel, "index", l.names[i], err)) != RMQ_OK) break;
     if ((rc = join(path, dir, l.names[i], err)) != RMQ_OK) break;
     int64_t len = regular_size(path);
+    if (being_created(v, len, i, l.n)) continue;
     if (!index_name(l.names[i]) || len < 0) {
       report(v, rel, -1, RMQ_DEFECT_FILE_NAME,
              "not an index file: an index file is a regular "
@@ -260,9 +268,9 @@ static int check_index_files(verifier *v, const char *root, rmq_store *s, rmq_er
 }
 
 int rmq_verify_files(const char *dir, rmq_store *s, rmq_defect_fn fn, void *ctx, rmq_err *err) {
-  verifier v = {.fn = fn, .ctx = ctx};
   const rmq_config *c = s ? rmq_store_config(s) : NULL;
   bool live = c && !c->readonly;
+  verifier v = {.fn = fn, .ctx = ctx, .live = live};
   int64_t cl_size = c ? c->commitlog_file_size : 0;
   int64_t cq_size = live ? (int64_t)c->consumequeue_entries * RMQ_CQ_UNIT_SIZE : 0;
   int rc = check_segments(&v, dir, "commitlog", cl_size, 1, err);
