@@ -390,6 +390,28 @@ typedef struct cq_walk {
 
 #define CQ_REPORT(w, kind, ...) report(&(w)->c->v, (w)->file, (w)->pos, kind, __VA_ARGS__)
 
+/*
+** The record's QUEUEOFFSET against the entry's position n. Entries that go
+** on one by one after a reported jump are not reported again. A jump
+** ahead cannot tell a missing entry from a wrong QUEUEOFFSET: the detail
+** says both.
+*/
+static void check_queue_offset(cq_walk *w, int64_t n, int64_t qo) {
+  int64_t prev = w->prev_queue_offset;
+  w->prev_queue_offset = qo;
+  if (qo == n || (prev >= 0 && qo == prev + 1)) return;
+  if (prev >= 0 && qo > prev + 1) {
+    CQ_REPORT(w, RMQ_DEFECT_CQ_GAP,
+              "entry %lld leads to queue offset %lld after %lld: no entry leads to the records "
+              "between, or the record's QUEUEOFFSET is wrong",
+              (long long)n, (long long)qo, (long long)prev);
+  } else {
+    CQ_REPORT(w, RMQ_DEFECT_CQ_QUEUE_OFFSET,
+              "entry %lld leads to a record whose QUEUEOFFSET is %lld", (long long)n,
+              (long long)qo);
+  }
+}
+
 /* The entry's record against the entry: what a consumer would get through it. */
 static void check_entry_record(cq_walk *w, int64_t n, const rmq_cq_entry *e, const rmq_message *m) {
   rmq_consume_queue *cq = w->cq;
@@ -398,6 +420,7 @@ static void check_entry_record(cq_walk *w, int64_t n, const rmq_cq_entry *e, con
     CQ_REPORT(w, RMQ_DEFECT_CQ_QUEUE, "entry %lld of %s/%d leads to a record of %.*s/%d at %lld",
               (long long)n, cq->topic, (int)cq->queue_id, (int)m->topic_len, m->topic,
               (int)m->queue_id, (long long)e->phy_offset);
+    w->prev_queue_offset = n;
     return;
   }
   if (e->size != m->total_size) {
@@ -409,16 +432,7 @@ static void check_entry_record(cq_walk *w, int64_t n, const rmq_cq_entry *e, con
     CQ_REPORT(w, RMQ_DEFECT_CQ_TAGS, "entry %lld says tagsCode %lld, its record at %lld has %lld",
               (long long)n, (long long)e->tags_code, (long long)e->phy_offset, (long long)tags);
   }
-  if (w->prev_queue_offset >= 0 && m->queue_offset > w->prev_queue_offset + 1) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_GAP,
-              "entry %lld leads to queue offset %lld after %lld: no entry leads to the records "
-              "between",
-              (long long)n, (long long)m->queue_offset, (long long)w->prev_queue_offset);
-  } else if (m->queue_offset != n) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_QUEUE_OFFSET,
-              "entry %lld leads to a record whose QUEUEOFFSET is %lld", (long long)n,
-              (long long)m->queue_offset);
-  }
+  check_queue_offset(w, n, m->queue_offset);
   w->prev_queue_offset = m->queue_offset;
 }
 
@@ -453,6 +467,7 @@ static bool check_entry(cq_walk *w, int64_t n, const rmq_cq_entry *e) {
                   ? "outside the log's records"
                   : rmq_decode_status_name(st));
     w->prev_phy = e->phy_offset;
+    w->prev_queue_offset = n;
     return true;
   }
   w->prev_phy = e->phy_offset;
