@@ -314,6 +314,26 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
                      "cannot write %zu bytes at %d of %s: %s", len, at, mf->path, strerror(e));
 }
 
+static bool bytes_zero(const uint8_t *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+bool rmq_mapped_file_all_zero(rmq_mapped_file *mf, int32_t from, int32_t to) {
+  off_t pos = from;
+  while (pos < to) {
+    off_t data = mf->fd >= 0 ? lseek(mf->fd, pos, SEEK_DATA) : -1;
+    /* ENXIO: nothing but a hole after pos; another failure: read the bytes. */
+    if (data < 0 && errno == ENXIO) return true;
+    if (data < 0) return bytes_zero(mf->mapped + pos, (size_t)(to - pos));
+    if (data >= to) return true;
+    off_t hole = lseek(mf->fd, data, SEEK_HOLE);
+    if (hole < 0 || hole > to) hole = to;
+    if (!bytes_zero(mf->mapped + data, (size_t)(hole - data))) return false;
+    pos = hole;
+  }
+  return true;
+}
+
 void rmq_mapped_file_will_read(rmq_mapped_file *mf) {
   madvise(mf->mapped, (size_t)mf->file_size, MADV_SEQUENTIAL);
   madvise(mf->mapped, (size_t)mf->file_size, MADV_WILLNEED);

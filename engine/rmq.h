@@ -675,6 +675,7 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
 **   index_entry   an index item that leads to no record, or to one none of
 **                 whose keys (topic#UNIQ_KEY, topic#KEYS token) has its hash
 **   checkpoint    a checkpoint timestamp later than every record's store time
+**   unreadable    files that cannot be opened as a store (detail says why)
 */
 typedef struct rmq_defect {
   const char *file;
@@ -686,23 +687,19 @@ typedef struct rmq_defect {
 typedef int (*rmq_defect_fn)(void *ctx, const rmq_defect *d);
 
 /*
-** The names and sizes of the files under dir (commitlog/, consumequeue/,
-** index/, checkpoint), each looked at with stat only, so that it works on a
-** store that cannot be opened. Sizes are s's when a store is open on dir,
-** else those of each directory's first file (as a read-only open takes
-** them). Errors: RMQ_EIO (a directory that cannot be listed), the
+** Check the store in dir: the names and sizes of its files (stat alone),
+** then every commit-log record (CRC checked, one sequential pass), every
+** consume-queue entry and index item against the record it leads to, and
+** the checkpoint. A store this process has open (rmq_store_find) is read
+** live: what was published when the check started, after the dispatcher
+** caught up. Otherwise the files are opened read-only without recovery;
+** files that cannot be opened as a store (a segment of the wrong size or
+** missing) are one more defect, kind "unreadable", which names why.
+** Errors: RMQ_ENOTFOUND (dir is not a directory), RMQ_EIO (a directory
+** that cannot be listed), rmq_store_wait_dispatched's, RMQ_ENOMEM, or the
 ** callback's code.
 */
-int rmq_verify_files(const char *dir, rmq_store *s, rmq_defect_fn fn, void *ctx, rmq_err *err);
-/*
-** The contents of an open store, live or read-only: every commit-log
-** record (CRC checked, in one sequential pass), every consume-queue entry
-** and index item against the record it leads to, and the checkpoint. Of a
-** live store what was published when the check started is read, after the
-** dispatcher caught up. Errors: rmq_store_wait_dispatched's, RMQ_ENOMEM,
-** the callback's code.
-*/
-int rmq_store_verify(rmq_store *s, rmq_defect_fn fn, void *ctx, rmq_err *err);
+int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err);
 
 /* ================================================================ batches
 **

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "commitlog_iter.h"
 #include "file_name.h"
 #include "io.h"
 #include "properties.h"
@@ -267,23 +268,21 @@ static int check_index_files(verifier *v, const char *root, rmq_store *s, rmq_er
   return rc;
 }
 
-int rmq_verify_files(const char *dir, rmq_store *s, rmq_defect_fn fn, void *ctx, rmq_err *err) {
+/* Names and sizes; s: the store open on dir in this process, else NULL. */
+static int check_files(verifier *v, const char *dir, rmq_store *s, rmq_err *err) {
   const rmq_config *c = s ? rmq_store_config(s) : NULL;
-  bool live = c && !c->readonly;
-  verifier v = {.fn = fn, .ctx = ctx, .live = live};
   int64_t cl_size = c ? c->commitlog_file_size : 0;
-  int64_t cq_size = live ? (int64_t)c->consumequeue_entries * RMQ_CQ_UNIT_SIZE : 0;
-  int rc = check_segments(&v, dir, "commitlog", cl_size, 1, err);
-  if (rc == RMQ_OK && v.rc == RMQ_OK) rc = check_consume_queues(&v, dir, cq_size, err);
-  if (rc == RMQ_OK && v.rc == RMQ_OK) rc = check_index_files(&v, dir, s, err);
+  int64_t cq_size = v->live ? (int64_t)c->consumequeue_entries * RMQ_CQ_UNIT_SIZE : 0;
+  int rc = check_segments(v, dir, "commitlog", cl_size, 1, err);
+  if (rc == RMQ_OK && v->rc == RMQ_OK) rc = check_consume_queues(v, dir, cq_size, err);
+  if (rc == RMQ_OK && v->rc == RMQ_OK) rc = check_index_files(v, dir, s, err);
   char path[PATH_MAX];
   if (rc == RMQ_OK) rc = join(path, dir, "checkpoint", err);
   int64_t len = rc == RMQ_OK ? regular_size(path) : -1;
   if (len >= 0 && len != RMQ_CHECKPOINT_SIZE) {
-    report(&v, "checkpoint", -1, RMQ_DEFECT_FILE_SIZE, "%lld bytes where the checkpoint has %d",
+    report(v, "checkpoint", -1, RMQ_DEFECT_FILE_SIZE, "%lld bytes where the checkpoint has %d",
            (long long)len, RMQ_CHECKPOINT_SIZE);
   }
-  if (rc == RMQ_OK && v.rc != RMQ_OK) rc = rmq_err_set(err, v.rc, "verify stopped");
   return rc;
 }
 
@@ -291,8 +290,10 @@ int rmq_verify_files(const char *dir, rmq_store *s, rmq_defect_fn fn, void *ctx,
 
 typedef struct store_check {
   verifier v;
-  rmq_store *s;
+  const char *dir;
   rmq_commitlog *cl;
+  rmq_cq_table *cqs;
+  rmq_index_service *index;
   bool live;
   int64_t log_min, log_end; /* the records walked: [min, end of the last message) */
   int64_t max_store_time;   /* the latest store time of a record with a header */
@@ -304,11 +305,11 @@ static const char *const checkpoint_fields[] = {"physicMsgTimestamp", "logicsMsg
                                                 "indexMsgTimestamp"};
 
 /* The three timestamps as the file holds them; false when it cannot be read. */
-static bool read_checkpoint(rmq_store *s, int64_t ts[3]) {
+static bool read_checkpoint(const char *dir, int64_t ts[3]) {
   char path[PATH_MAX];
   uint8_t buf[24];
   rmq_err err = {0};
-  if (join(path, rmq_store_dir(s), "checkpoint", &err) != RMQ_OK) return false;
+  if (join(path, dir, "checkpoint", &err) != RMQ_OK) return false;
   int fd = rmq_io_open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
   if (fd < 0) return false;
   bool ok = rmq_io_pread(fd, buf, sizeof buf, 0) == (ssize_t)sizeof buf;
@@ -343,7 +344,7 @@ static void walk_commitlog(store_check *c) {
   rmq_commitlog_iter it;
   rmq_commitlog_record rec;
   c->log_min = c->log_end = rmq_commitlog_min_offset(c->cl);
-  rmq_commitlog_iter_start(&it, c->s, INT64_MIN, INT64_MAX, INT64_MIN, flags);
+  rmq_cl_iter_start(&it, c->cl, INT64_MIN, INT64_MAX, flags);
   while (c->v.rc == RMQ_OK && rmq_commitlog_iter_next(&it, &rec)) {
     if (rec.header && rec.m.store_timestamp > c->max_store_time) {
       c->max_store_time = rec.m.store_timestamp;
@@ -507,7 +508,7 @@ static void check_queue(store_check *c, rmq_consume_queue *cq) {
 static int check_consume_queue_entries(store_check *c, rmq_err *err) {
   rmq_consume_queue **all;
   int n;
-  int rc = rmq_cq_table_snapshot(rmq_store_consume_queues(c->s), &all, &n, err);
+  int rc = rmq_cq_table_snapshot(c->cqs, &all, &n, err);
   for (int i = 0; rc == RMQ_OK && i < n && c->v.rc == RMQ_OK; i++) check_queue(c, all[i]);
   if (rc == RMQ_OK) free(all);
   return rc;
@@ -539,19 +540,20 @@ static void check_index_item(store_check *c, const rmq_index_view *iv, int32_t k
   rmq_index_item item;
   if (!rmq_index_view_item(iv, k, &item)) return;
   if (c->live && item.phy_offset >= c->log_end) return; /* newer than the walk */
-  char file[32];
-  snprintf(file, sizeof file, "index/%s", iv->name);
   int64_t at = RMQ_INDEX_HEADER_SIZE + (int64_t)iv->slot_num * RMQ_INDEX_SLOT_SIZE +
                (int64_t)k * RMQ_INDEX_ITEM_SIZE;
   rmq_message m;
   rmq_decode_status st = RMQ_DECODE_TRUNCATED;
   bool inside = item.phy_offset >= c->log_min && item.phy_offset < c->log_end;
   if (inside) st = record_at(c, rec_mf, item.phy_offset, &m);
+  char file[32];
+  if (st == RMQ_DECODE_OK && record_has_hash(&m, item.key_hash)) return;
+  snprintf(file, sizeof file, "index/%s", iv->name);
   if (st != RMQ_DECODE_OK) {
     report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY, "item %d leads to no record at %lld: %s",
            (int)k, (long long)item.phy_offset,
            inside ? rmq_decode_status_name(st) : "outside the log's records");
-  } else if (!record_has_hash(&m, item.key_hash)) {
+  } else {
     report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY,
            "item %d has hash %d, which no key of the record at %lld has", (int)k,
            (int)item.key_hash, (long long)item.phy_offset);
@@ -562,7 +564,7 @@ static void check_index_items(store_check *c) {
   rmq_index_view iv;
   char after[18] = "";
   rmq_mapped_file *rec_mf = NULL;
-  while (c->v.rc == RMQ_OK && rmq_store_index_view(c->s, after[0] ? after : NULL, &iv)) {
+  while (c->v.rc == RMQ_OK && rmq_index_service_view(c->index, after[0] ? after : NULL, &iv)) {
     int32_t end = rmq_index_view_items_end(&iv, false);
     for (int32_t k = 1; k < end && c->v.rc == RMQ_OK; k++) check_index_item(c, &iv, k, &rec_mf);
     memcpy(after, iv.name, sizeof after);
@@ -571,20 +573,99 @@ static void check_index_items(store_check *c) {
   if (rec_mf) rmq_mapped_file_release(rec_mf);
 }
 
-int rmq_store_verify(rmq_store *s, rmq_defect_fn fn, void *ctx, rmq_err *err) {
-  store_check c = {.v = {.fn = fn, .ctx = ctx},
-                   .s = s,
-                   .cl = rmq_store_commitlog(s),
-                   .live = !rmq_store_config(s)->readonly,
-                   .max_store_time = 0};
-  int rc = rmq_store_wait_dispatched(s, err);
+/* ------------------------------------------------------------- the parts */
+
+/*
+** The files opened read-only as the store's parts, without the recovery a
+** store's open runs (a scan of the last segments with their CRCs): the
+** check reads every record once, itself. Sizes come from the files.
+*/
+typedef struct own_parts {
+  rmq_commitlog cl;
+  rmq_cq_table *cqs;
+  rmq_index_service index;
+  int opened; /* how many of the three were set up */
+} own_parts;
+
+static int open_commitlog(const char *dir, rmq_commitlog *cl, rmq_err *err) {
+  rmq_config cfg;
+  rmq_config_init(&cfg);
+  rmq_commitlog_config cc = {.file_size = cfg.commitlog_file_size,
+                             .max_message_size = cfg.max_message_size,
+                             .store_host = cfg.store_host};
+  int rc = rmq_parse_delay_levels(cfg.delay_levels, cc.delay_ms, RMQ_MAX_DELAY_LEVELS,
+                                  &cc.delay_level_count, err);
+  if (rc == RMQ_OK) rc = rmq_commitlog_init(cl, dir, &cc, false, err);
+  return rc == RMQ_OK ? rmq_mfq_load(&cl->mfq, true, err) : rc;
+}
+
+static int open_parts(const char *dir, own_parts *p, rmq_err *err) {
+  rmq_config cfg;
+  rmq_config_init(&cfg);
+  int rc = open_commitlog(dir, &p->cl, err);
+  p->opened = 1;
+  if (rc == RMQ_OK) rc = rmq_cq_table_new(dir, cfg.consumequeue_entries, false, &p->cqs, err);
+  if (rc == RMQ_OK) rc = rmq_cq_table_load(p->cqs, err);
   if (rc != RMQ_OK) return rc;
+  rc = rmq_index_service_init(&p->index, dir, cfg.index_slots, cfg.index_entries, false, NULL, err);
+  if (rc == RMQ_OK) p->opened = 3;
+  return rc == RMQ_OK ? rmq_index_service_load(&p->index, true, err) : rc;
+}
+
+static void close_parts(own_parts *p) {
+  if (p->opened >= 3) rmq_index_service_destroy(&p->index);
+  rmq_cq_table_free(p->cqs);
+  if (p->opened >= 1) rmq_commitlog_destroy(&p->cl);
+}
+
+static int check_contents(store_check *c, rmq_err *err) {
   int64_t ts[3];
-  bool have_checkpoint = read_checkpoint(s, ts);
-  walk_commitlog(&c);
-  if (c.v.rc == RMQ_OK && have_checkpoint) check_checkpoint(&c, ts);
-  if (c.v.rc == RMQ_OK) rc = check_consume_queue_entries(&c, err);
-  if (rc == RMQ_OK && c.v.rc == RMQ_OK) check_index_items(&c);
+  bool have_checkpoint = read_checkpoint(c->dir, ts);
+  walk_commitlog(c);
+  if (c->v.rc == RMQ_OK && have_checkpoint) check_checkpoint(c, ts);
+  int rc = c->v.rc == RMQ_OK ? check_consume_queue_entries(c, err) : RMQ_OK;
+  if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_index_items(c);
+  return rc;
+}
+
+/* A store this process has open: what was published, once the dispatcher caught up. */
+static int check_live(store_check *c, rmq_store *s, rmq_err *err) {
+  c->cl = rmq_store_commitlog(s);
+  c->cqs = rmq_store_consume_queues(s);
+  c->index = rmq_store_index(s);
+  c->live = c->v.live = !rmq_store_config(s)->readonly;
+  int rc = check_files(&c->v, c->dir, s, err);
+  if (rc == RMQ_OK && c->live) rc = rmq_store_wait_dispatched(s, err);
+  return rc == RMQ_OK && c->v.rc == RMQ_OK ? check_contents(c, err) : rc;
+}
+
+/* Files that cannot be opened as a store are a defect too: say why. */
+static int check_closed(store_check *c, rmq_err *err) {
+  int rc = check_files(&c->v, c->dir, NULL, err);
+  if (rc != RMQ_OK || c->v.rc != RMQ_OK) return rc;
+  own_parts p = {0};
+  rmq_err why = {0};
+  if (open_parts(c->dir, &p, &why) == RMQ_OK) {
+    c->cl = &p.cl;
+    c->cqs = p.cqs;
+    c->index = &p.index;
+    rc = check_contents(c, err);
+  } else {
+    report(&c->v, "", -1, RMQ_DEFECT_UNREADABLE, "%s", why.msg);
+  }
+  close_parts(&p);
+  return rc;
+}
+
+int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", dir);
+  }
+  store_check c = {.v = {.fn = fn, .ctx = ctx}, .dir = dir};
+  rmq_store *s = rmq_store_find(dir);
+  int rc = s ? check_live(&c, s, err) : check_closed(&c, err);
+  rmq_store_release(s);
   if (rc == RMQ_OK && c.v.rc != RMQ_OK) rc = rmq_err_set(err, c.v.rc, "verify stopped");
   return rc;
 }

@@ -23,5 +23,6 @@
 #define RMQ_DEFECT_CQ_GAP "cq_gap"
 #define RMQ_DEFECT_INDEX_ENTRY "index_entry"
 #define RMQ_DEFECT_CHECKPOINT "checkpoint"
+#define RMQ_DEFECT_UNREADABLE "unreadable"
 
 #endif

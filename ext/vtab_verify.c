@@ -28,17 +28,17 @@
 **              store at all
 **    detail    a sentence: what was found, what was expected
 **
-** How it works (engine/verify.c): the names and sizes of the files are
-** checked first, with stat alone; then the store's contents: the commit
-** log in one sequential pass with the CRC of every body checked, each
-** consume-queue entry and index item against the record it leads to, and
-** the checkpoint against the records' store times. A file of the wrong
-** size or a missing segment stops a read-only open: the contents are then
-** not checked, and an `unreadable` row says why. All rows are found in
-** xFilter (a check is one pass over the store), then returned.
+** How it works (rmq_verify, engine/verify.c): the names and sizes of the
+** files are checked first, with stat alone; then the store's contents: the
+** commit log in one sequential pass with the CRC of every body checked,
+** each consume-queue entry and index item against the record it leads to,
+** and the checkpoint against the records' store times. A store that is not
+** open here is opened read-only without recovery (the check reads every
+** record once itself). A file of the wrong size or a missing segment stops
+** that open: the contents are then not checked, and an `unreadable` row
+** says why. All rows are found in xFilter (a check is one pass over the
+** store), then returned.
 */
-#include <string.h>
-#include <sys/stat.h>
 
 #include "rmq_ext.h"
 
@@ -111,28 +111,6 @@ static int vf_close(sqlite3_vtab_cursor *cur) {
   return SQLITE_OK;
 }
 
-/* The store cannot be opened: its files' names and sizes, and why. */
-static int verify_unopened(vf_cursor *c, const char *msg, rmq_err *err) {
-  int rc = rmq_verify_files(c->dir, NULL, add_row, c, err);
-  if (rc != RMQ_OK) return rc;
-  rmq_defect d = {.file = "", .offset = -1, .kind = "unreadable", .detail = msg};
-  return add_row(c, &d);
-}
-
-static int verify_dir(vf_cursor *c, rmq_err *err) {
-  rmqx_reader reader = {0};
-  char *msg = NULL;
-  if (rmqx_reader_open(c->dir, &reader, &msg) != SQLITE_OK) {
-    int rc = verify_unopened(c, msg, err);
-    sqlite3_free(msg);
-    return rc;
-  }
-  int rc = rmq_verify_files(c->dir, reader.store, add_row, c, err);
-  if (rc == RMQ_OK) rc = rmq_store_verify(reader.store, add_row, c, err);
-  rmqx_reader_close(&reader);
-  return rc;
-}
-
 static int vf_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
@@ -146,12 +124,8 @@ static int vf_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   if (dir == NULL)
     return rmqx_vtab_error(cur->pVtab, "rocketmq_verify: the store directory is NULL");
   if ((c->dir = sqlite3_mprintf("%s", dir)) == NULL) return SQLITE_NOMEM;
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return rmqx_vtab_error(cur->pVtab, "rocketmq_verify: no store at %s: not a directory", dir);
-  }
   rmq_err err = {0};
-  if (verify_dir(c, &err) != RMQ_OK) {
+  if (rmq_verify(c->dir, add_row, c, &err) != RMQ_OK) {
     clear_rows(c);
     if (err.code == RMQ_ENOMEM) return SQLITE_NOMEM;
     return rmqx_vtab_error(cur->pVtab, "rocketmq_verify: %s", err.msg);

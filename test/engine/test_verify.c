@@ -1,6 +1,6 @@
 /*
-** test_verify.c: the integrity check of rmq.h (rmq_verify_files,
-** rmq_store_verify) where SQL cannot reach: a live store checked while a
+** test_verify.c: the integrity check of rmq.h (rmq_verify) where SQL
+** cannot reach: a live store checked while a
 ** thread appends, a record's QUEUEOFFSET field and a consume-queue entry
 ** that leads into another queue, files named as no store names them, a
 ** callback that stops the check, and not a byte of the files changed.
@@ -37,21 +37,10 @@ static int collect(void *ctx, const rmq_defect *d) {
   return RMQ_OK;
 }
 
-/* rmq_verify_files and rmq_store_verify of the store open on dir. */
-static void verify(const char *dir, rmq_store *s, found *f) {
+static void verify(const char *dir, found *f) {
   rmq_err err = {0};
   memset(f, 0, sizeof *f);
-  CHECK_EQ_INT(rmq_verify_files(dir, s, collect, f, &err), RMQ_OK);
-  CHECK_EQ_INT(rmq_store_verify(s, collect, f, &err), RMQ_OK);
-}
-
-static void verify_closed(const char *dir, found *f) {
-  rmq_config cfg;
-  tu_small_config(&cfg, SEG);
-  cfg.readonly = true;
-  rmq_store *s = tu_open(dir, &cfg);
-  if (s) verify(dir, s, f);
-  rmq_store_close(s);
+  CHECK_EQ_INT(rmq_verify(dir, collect, f, &err), RMQ_OK);
 }
 
 /* N messages over two topics, two queues each, with keys; the put results in r. */
@@ -98,7 +87,7 @@ static uint64_t tree_fingerprint(const char *dir) {
 static void test_sound(const char *dir) {
   uint64_t before = tree_fingerprint(dir);
   found f;
-  verify_closed(dir, &f);
+  verify(dir, &f);
   CHECK_EQ_INT(f.n, 0);
   CHECK(tree_fingerprint(dir) == before);
 }
@@ -129,15 +118,17 @@ static void *append_messages(void *p) {
 static void test_live(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
-  rmq_store *s = tu_open(dir, &cfg);
-  if (!s) return;
+  rmq_store *s;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_acquire(dir, &cfg, &s, &err), RMQ_OK);
+  if (err.code) return;
   appender a = {.s = s};
   pthread_t th;
   pthread_create(&th, NULL, append_messages, &a);
   int rounds = 0, defects = 0;
   while (!atomic_load(&a.done) || rounds < 3) {
     found f;
-    verify(dir, s, &f);
+    verify(dir, &f);
     defects += f.n;
     for (int i = 0; i < f.n && i < MAX_DEFECTS; i++) {
       fprintf(stderr, "  %s %lld %s\n", f.file[i], (long long)f.offset[i], f.kind[i]);
@@ -148,7 +139,7 @@ static void test_live(const char *dir) {
   CHECK_EQ_INT(a.puts, 3000);
   CHECK_EQ_INT(defects, 0);
   CHECK(rounds >= 3);
-  rmq_store_close(s);
+  rmq_store_release(s);
 }
 
 /* -------------------------------------------------------------- damage */
@@ -174,7 +165,7 @@ static void test_queue_offset_field(const char *dir, const rmq_put_result *r) {
   put64(qo, 77);
   poke(dir, "commitlog/00000000000000000000", r[5].physical_offset + 20, qo, 8);
   found f;
-  verify_closed(dir, &f);
+  verify(dir, &f);
   CHECK_EQ_INT(f.n, 1);
   CHECK_EQ_STR(f.kind[0], "cq_gap");
   /* record 5: VerA, queue 0, its queue offset */
@@ -192,7 +183,7 @@ static void test_entry_elsewhere(const char *dir, const rmq_put_result *r) {
   put64(e, 1 << 28);
   poke(dir, "consumequeue/VerB/1/00000000000000000000", 40, e, 8);
   found f;
-  verify_closed(dir, &f);
+  verify(dir, &f);
   CHECK_EQ_INT(f.n, 2);
   CHECK_EQ_STR(f.kind[0], "cq_queue");
   CHECK_EQ_STR(f.kind[1], "cq_offset");
@@ -210,9 +201,8 @@ static void test_names(const char *dir) {
   }
   snprintf(path, sizeof path, "%s/checkpoint", dir);
   CHECK(truncate(path, 8192) == 0);
-  found f = {0};
-  rmq_err err = {0};
-  CHECK_EQ_INT(rmq_verify_files(dir, NULL, collect, &f, &err), RMQ_OK);
+  found f;
+  verify(dir, &f);
   CHECK_EQ_INT(f.n, 5);
   for (int i = 0; i < 4 && i < f.n; i++) {
     CHECK_EQ_STR(f.file[i], made[i]);
@@ -230,7 +220,7 @@ static int stop_at_first(void *ctx, const rmq_defect *d) {
 static void test_stop(const char *dir) {
   int calls = 0;
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_verify_files(dir, NULL, stop_at_first, &calls, &err), RMQ_ENOMEM);
+  CHECK_EQ_INT(rmq_verify(dir, stop_at_first, &calls, &err), RMQ_ENOMEM);
   CHECK_EQ_INT(calls, 1);
 }
 
@@ -245,6 +235,9 @@ int main(void) {
   tu_tmpdir(dir, sizeof dir);
   write_store(dir, r);
   test_entry_elsewhere(dir, r);
+  tu_rmrf(dir);
+  tu_tmpdir(dir, sizeof dir);
+  write_store(dir, r);
   test_names(dir);
   test_stop(dir);
   tu_rmrf(dir);
