@@ -670,8 +670,8 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
 **   cq_size, cq_tags   an entry whose size or tagsCode differs from its record's
 **   cq_queue      an entry whose record belongs to another topic or queue
 **   cq_queue_offset    an entry whose record's QUEUEOFFSET is not its position
-**   cq_duplicate  an entry that leads to the same record as the one before
-**   cq_gap        entries whose records' queue offsets skip one or more
+**   cq_duplicate  an entry that leads to the same record as the one before it
+**   cq_gap        a message that no consume-queue entry leads to
 **   index_entry   an index item that leads to no record, or to one none of
 **                 whose keys (topic#UNIQ_KEY, topic#KEYS token) has its hash
 **   checkpoint    a checkpoint timestamp later than every record's store time

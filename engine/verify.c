@@ -1,19 +1,22 @@
 /*
 ** verify.c: the integrity check behind rocketmq_verify (the contract is in
-** rmq.h: rmq_verify_files, rmq_store_verify).
+** rmq.h: rmq_verify).
 **
-** rmq_verify_files looks at names and sizes only (stat), so it also works
-** on a store that a read-only open refuses. rmq_store_verify reads an open
-** store in four steps: the checkpoint file (first, so that a live store's
-** later flushes cannot make it look ahead of the records read), the commit
-** log in one sequential pass with the iterator (CRC checked, damaged
-** records and misplaced BLANKs reported, the walk going on after them),
-** then every consume-queue entry and every index item against the record
-** it leads to, decoded in place from the mapping without its CRC (the walk
-** has reported a bad CRC once already). Consume queues and index files are
-** read through their mappings up to what they hold, not up to what
-** recovery kept, so that an entry a read-only open would leave out (one
-** that leads past the log's end) is seen.
+** First the names and sizes of the files, with stat alone, so that a store
+** whose files cannot be opened still gets its rows. Then the contents, in
+** one sequential pass over the commit log with the iterator: each record's
+** CRC is checked, damaged records and misplaced BLANKs are reported and
+** the walk goes on after them, and each message is checked, while its
+** bytes are at hand, against the consume-queue entry at its QUEUEOFFSET
+** (ConsumeQueue.putMessagePositionInfo wrote it there) and against the
+** index items written for it (IndexService.buildIndex writes them in the
+** records' order). What leads elsewhere is decoded where it leads, out of
+** the walk's order: entries no record claimed, items out of order, and
+** those left after the walk. The checkpoint is read before the walk, so
+** that a live store's later flushes cannot make it look ahead of the
+** records read. Queues and index files are read through their mappings up
+** to what they hold, not to what a recovery would keep, so that an entry
+** that leads past the log's end is seen.
 */
 #include "verify.h"
 
@@ -288,6 +291,26 @@ static int check_files(verifier *v, const char *dir, rmq_store *s, rmq_err *err)
 
 /* ============================================================== contents */
 
+/*
+** A consume queue as the walk meets its records: the records of a queue
+** come in the order of their queue offsets, so each claims the entry at
+** its QUEUEOFFSET, and `next` is the first position not yet claimed in
+** order. The entry read last's segment is held.
+*/
+typedef struct queue_state {
+  rmq_consume_queue *cq;
+  size_t topic_len;
+  rmq_mapped_file *mf;
+  int64_t next;
+} queue_state;
+
+/* The index items in the order they were written (that of their records), one at a time. */
+typedef struct index_cursor {
+  rmq_index_view iv; /* iv.mf NULL: no more items */
+  int32_t k, end;    /* the current item, and the end of the file's items */
+  rmq_index_item item;
+} index_cursor;
+
 typedef struct store_check {
   verifier v;
   const char *dir;
@@ -295,8 +318,13 @@ typedef struct store_check {
   rmq_cq_table *cqs;
   rmq_index_service *index;
   bool live;
+  int64_t log_to;           /* the walk's end: records starting before it */
   int64_t log_min, log_end; /* the records walked: [min, end of the last message) */
   int64_t max_store_time;   /* the latest store time of a record with a header */
+  queue_state *queues;      /* open addressing by topic and queue id; cq NULL: free */
+  size_t queue_mask;
+  rmq_mapped_file *rec_mf; /* held for the records decoded out of the walk's order */
+  index_cursor ix;
 } store_check;
 
 /* ------------------------------------------------------------- checkpoint */
@@ -328,44 +356,16 @@ static void check_checkpoint(store_check *c, const int64_t ts[3]) {
   }
 }
 
-/* ------------------------------------------------------------- commit log */
-
-static const char *record_defect_kind(const rmq_commitlog_record *rec) {
-  if (rec->kind == RMQ_RECORD_BLANK) return RMQ_DEFECT_BLANK;
-  switch (rec->status) {
-    case RMQ_DECODE_BAD_CRC: return RMQ_DEFECT_CRC;
-    case RMQ_DECODE_BAD_MAGIC: return RMQ_DEFECT_MAGIC;
-    default: return RMQ_DEFECT_LENGTH;
-  }
-}
-
-static void walk_commitlog(store_check *c) {
-  unsigned flags = RMQ_CL_ITER_CHECK_CRC | (c->live ? 0 : RMQ_CL_ITER_WHOLE_SEGMENTS);
-  rmq_commitlog_iter it;
-  rmq_commitlog_record rec;
-  c->log_min = c->log_end = rmq_commitlog_min_offset(c->cl);
-  rmq_cl_iter_start(&it, c->cl, INT64_MIN, INT64_MAX, flags);
-  while (c->v.rc == RMQ_OK && rmq_commitlog_iter_next(&it, &rec)) {
-    if (rec.header && rec.m.store_timestamp > c->max_store_time) {
-      c->max_store_time = rec.m.store_timestamp;
-    }
-    if (rec.kind == RMQ_RECORD_MESSAGE) c->log_end = rec.offset + rec.size;
-    if (rec.kind == RMQ_RECORD_MESSAGE || rec.reason[0] == '\0') continue;
-    char file[32];
-    rmq_file_name(rec.segment, file + snprintf(file, sizeof file, "commitlog/"));
-    report(&c->v, file, rec.offset - rec.segment, record_defect_kind(&rec),
-           "record at offset %lld: %s", (long long)rec.offset, rec.reason);
-  }
-  rmq_commitlog_iter_stop(&it);
-}
+/* ------------------------------------------------------------- records */
 
 /*
 ** Decode the record at phy (its CRC unchecked) from the held segment *mf,
-** which moves to the segment that holds phy. A live store is read up to
-** what was published, a read-only one to the end of its files.
+** which moves to the segment that holds phy, for what leads to a record
+** out of the walk's order. Only the records walked count: [log_min, log_end).
 */
 static rmq_decode_status record_at(store_check *c, rmq_mapped_file **mf, int64_t phy,
                                    rmq_message *m) {
+  if (phy < c->log_min || phy >= c->log_end) return RMQ_DECODE_TRUNCATED;
   if (*mf == NULL || phy < (*mf)->file_from_offset ||
       phy >= (*mf)->file_from_offset + (*mf)->file_size) {
     if (*mf) rmq_mapped_file_release(*mf);
@@ -378,199 +378,385 @@ static rmq_decode_status record_at(store_check *c, rmq_mapped_file **mf, int64_t
   return rmq_message_decode((*mf)->mapped + pos, (size_t)(limit - pos), false, m);
 }
 
-/* ---------------------------------------------------------- consume queues */
+/* Why phy leads to no record: outside the records walked, or what its decode says. */
+static const char *no_record_why(store_check *c, int64_t phy, rmq_decode_status st) {
+  return phy < c->log_min || phy >= c->log_end ? "outside the log's records"
+                                               : rmq_decode_status_name(st);
+}
 
-typedef struct cq_walk {
-  store_check *c;
-  rmq_consume_queue *cq;
-  char file[PATH_MAX]; /* the segment being read, relative to the store */
-  int64_t pos;         /* the entry's byte offset in that segment */
-  rmq_mapped_file *rec_mf;
-  int64_t prev_phy, prev_queue_offset; /* of the last entry that led to a record; -1: none */
-} cq_walk;
+static void record_file(const rmq_commitlog_record *rec, char file[32]) {
+  rmq_file_name(rec->segment, file + snprintf(file, 32, "commitlog/"));
+}
 
-#define CQ_REPORT(w, kind, ...) report(&(w)->c->v, (w)->file, (w)->pos, kind, __VA_ARGS__)
+/* The properties the checks need, found in one pass over a record's properties. */
+typedef struct record_props {
+  rmq_property_value tags, uniq_key, keys;
+} record_props;
 
-/*
-** The record's QUEUEOFFSET against the entry's position n. Entries that go
-** on one by one after a reported jump are not reported again. A jump
-** ahead cannot tell a missing entry from a wrong QUEUEOFFSET: the detail
-** says both.
-*/
-static void check_queue_offset(cq_walk *w, int64_t n, int64_t qo) {
-  int64_t prev = w->prev_queue_offset;
-  w->prev_queue_offset = qo;
-  if (qo == n || (prev >= 0 && qo == prev + 1)) return;
-  if (prev >= 0 && qo > prev + 1) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_GAP,
-              "entry %lld leads to queue offset %lld after %lld: no entry leads to the records "
-              "between, or the record's QUEUEOFFSET is wrong",
-              (long long)n, (long long)qo, (long long)prev);
-  } else {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_QUEUE_OFFSET,
-              "entry %lld leads to a record whose QUEUEOFFSET is %lld", (long long)n,
-              (long long)qo);
+static void find_props(const rmq_message *m, record_props *p) {
+  static const char *const names[] = {RMQ_PROPERTY_TAGS, RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_KEYS};
+  rmq_property_value v[3];
+  rmq_properties_find(m->properties, (size_t)m->properties_len, names, 3, v);
+  *p = (record_props){v[0], v[1], v[2]};
+}
+
+/* --------------------------------------------------------- consume queues */
+
+static uint64_t queue_hash(const char *topic, size_t len, int32_t queue_id) {
+  uint64_t h = 14695981039346656037u ^ (uint32_t)queue_id;
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)topic[i]) * 1099511628211u;
+  return h;
+}
+
+static queue_state *find_queue(store_check *c, const char *topic, size_t len, int32_t queue_id) {
+  for (size_t i = queue_hash(topic, len, queue_id) & c->queue_mask;; i = (i + 1) & c->queue_mask) {
+    queue_state *q = &c->queues[i];
+    if (q->cq == NULL) return NULL;
+    if (q->cq->queue_id == queue_id && q->topic_len == len && memcmp(q->cq->topic, topic, len) == 0)
+      return q;
   }
 }
 
-/* The entry's record against the entry: what a consumer would get through it. */
-static void check_entry_record(cq_walk *w, int64_t n, const rmq_cq_entry *e, const rmq_message *m) {
-  rmq_consume_queue *cq = w->cq;
-  if ((size_t)m->topic_len != strlen(cq->topic) || memcmp(m->topic, cq->topic, strlen(cq->topic)) ||
-      m->queue_id != cq->queue_id) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_QUEUE, "entry %lld of %s/%d leads to a record of %.*s/%d at %lld",
-              (long long)n, cq->topic, (int)cq->queue_id, (int)m->topic_len, m->topic,
-              (int)m->queue_id, (long long)e->phy_offset);
-    w->prev_queue_offset = n;
-    return;
-  }
-  if (e->size != m->total_size) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_SIZE, "entry %lld says size %d, its record at %lld has %d",
-              (long long)n, (int)e->size, (long long)e->phy_offset, (int)m->total_size);
-  }
-  int64_t tags = rmq_commitlog_tags_code(w->c->cl, m);
-  if (e->tags_code != tags) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_TAGS, "entry %lld says tagsCode %lld, its record at %lld has %lld",
-              (long long)n, (long long)e->tags_code, (long long)e->phy_offset, (long long)tags);
-  }
-  check_queue_offset(w, n, m->queue_offset);
-  w->prev_queue_offset = m->queue_offset;
-}
-
-/* Entry n; false at the end of the queue's entries (a zero entry, or one that is no entry). */
-static bool check_entry(cq_walk *w, int64_t n, const rmq_cq_entry *e) {
-  store_check *c = w->c;
-  if (e->phy_offset == 0 && e->size == 0 && e->tags_code == 0) return false;
-  if (e->phy_offset == 0 && e->size == RMQ_CQ_PRE_BLANK_SIZE && e->tags_code == 0) return true;
-  if (e->phy_offset < 0 || e->size <= 0) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_OFFSET, "entry %lld is no entry: offset %lld, size %d", (long long)n,
-              (long long)e->phy_offset, (int)e->size);
-    return false;
-  }
-  /* A live store's entries past the walk are newer than it. */
-  if (c->live && e->phy_offset >= c->log_end) return false;
-  if (e->phy_offset == w->prev_phy) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_DUPLICATE,
-              "entry %lld leads to the record at %lld, as entry %lld "
-              "does",
-              (long long)n, (long long)e->phy_offset, (long long)n - 1);
-    return true;
-  }
-  rmq_message m;
-  rmq_decode_status st = RMQ_DECODE_TRUNCATED;
-  if (e->phy_offset >= c->log_min && e->phy_offset < c->log_end) {
-    st = record_at(c, &w->rec_mf, e->phy_offset, &m);
-  }
-  if (st != RMQ_DECODE_OK) {
-    CQ_REPORT(w, RMQ_DEFECT_CQ_OFFSET, "entry %lld leads to no record at %lld: %s", (long long)n,
-              (long long)e->phy_offset,
-              e->phy_offset >= c->log_end || e->phy_offset < c->log_min
-                  ? "outside the log's records"
-                  : rmq_decode_status_name(st));
-    w->prev_phy = e->phy_offset;
-    w->prev_queue_offset = n;
-    return true;
-  }
-  w->prev_phy = e->phy_offset;
-  check_entry_record(w, n, e, &m);
-  return true;
-}
-
-/* One segment's entries; false when the queue's entries end in it. */
-static bool check_cq_segment(cq_walk *w, rmq_mapped_file *mf) {
-  int32_t limit = w->c->live ? rmq_mapped_file_read_position(mf) : mf->file_size;
-  char name[21];
-  rmq_file_name(mf->file_from_offset, name);
-  snprintf(w->file, sizeof w->file, "consumequeue/%s/%d/%s", w->cq->topic, (int)w->cq->queue_id,
-           name);
-  for (int32_t pos = 0; pos + RMQ_CQ_UNIT_SIZE <= limit && w->c->v.rc == RMQ_OK;
-       pos += RMQ_CQ_UNIT_SIZE) {
-    const uint8_t *p = mf->mapped + pos;
-    rmq_cq_entry e = {rmq_get64(p), rmq_get32(p + 8), rmq_get64(p + 12)};
-    w->pos = pos;
-    if (!check_entry(w, (mf->file_from_offset + pos) / RMQ_CQ_UNIT_SIZE, &e)) return false;
-  }
-  return limit == mf->file_size;
-}
-
-static void check_queue(store_check *c, rmq_consume_queue *cq) {
-  cq_walk w = {.c = c, .cq = cq, .prev_phy = -1, .prev_queue_offset = -1};
-  for (int i = 0, n = rmq_mfq_count(&cq->mfq); i < n && c->v.rc == RMQ_OK; i++) {
-    rmq_mapped_file *mf = rmq_mfq_get(&cq->mfq, i);
-    if (mf == NULL) continue;
-    bool more = check_cq_segment(&w, mf);
-    rmq_mapped_file_release(mf);
-    if (!more) break;
-  }
-  if (w.rec_mf) rmq_mapped_file_release(w.rec_mf);
-}
-
-static int check_consume_queue_entries(store_check *c, rmq_err *err) {
+/* Every queue of the store, each starting at its first segment. */
+static int load_queues(store_check *c, rmq_err *err) {
   rmq_consume_queue **all;
   int n;
   int rc = rmq_cq_table_snapshot(c->cqs, &all, &n, err);
-  for (int i = 0; rc == RMQ_OK && i < n && c->v.rc == RMQ_OK; i++) check_queue(c, all[i]);
-  if (rc == RMQ_OK) free(all);
-  return rc;
+  if (rc != RMQ_OK) return rc;
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n) cap *= 2;
+  c->queues = calloc(cap, sizeof *c->queues);
+  c->queue_mask = cap - 1;
+  for (int i = 0; c->queues && i < n; i++) {
+    size_t len = strlen(all[i]->topic);
+    size_t j = queue_hash(all[i]->topic, len, all[i]->queue_id) & c->queue_mask;
+    while (c->queues[j].cq) j = (j + 1) & c->queue_mask;
+    rmq_mapped_file *first = rmq_mfq_first(&all[i]->mfq);
+    c->queues[j] = (queue_state){.cq = all[i], .topic_len = len, .mf = first};
+    if (first) c->queues[j].next = first->file_from_offset / RMQ_CQ_UNIT_SIZE;
+  }
+  free(all);
+  return c->queues ? RMQ_OK : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+}
+
+static void free_queues(store_check *c) {
+  for (size_t i = 0; c->queues && i <= c->queue_mask; i++) {
+    if (c->queues[i].mf) rmq_mapped_file_release(c->queues[i].mf);
+  }
+  free(c->queues);
+  c->queues = NULL;
+}
+
+/* Entry n of q into *e; false past the entries written (zeros are an entry here). */
+static bool entry_at(store_check *c, queue_state *q, int64_t n, rmq_cq_entry *e) {
+  int64_t at = n * RMQ_CQ_UNIT_SIZE;
+  rmq_mapped_file *mf = q->mf;
+  if (n < 0 || mf == NULL || at < mf->file_from_offset ||
+      at >= mf->file_from_offset + mf->file_size) {
+    if (mf) rmq_mapped_file_release(mf);
+    mf = q->mf = n < 0 ? NULL : rmq_mfq_find(&q->cq->mfq, at);
+  }
+  if (mf == NULL) return false;
+  int32_t pos = (int32_t)(at - mf->file_from_offset);
+  int32_t limit = c->live ? rmq_mapped_file_read_position(mf) : mf->file_size;
+  if (pos + RMQ_CQ_UNIT_SIZE > limit) return false;
+  const uint8_t *p = mf->mapped + pos;
+  *e = (rmq_cq_entry){rmq_get64(p), rmq_get32(p + 8), rmq_get64(p + 12)};
+  return true;
+}
+
+static bool entry_zero(const rmq_cq_entry *e) {
+  return e->phy_offset == 0 && e->size == 0 && e->tags_code == 0;
+}
+
+static bool entry_pre_blank(const rmq_cq_entry *e) {
+  return e->phy_offset == 0 && e->size == RMQ_CQ_PRE_BLANK_SIZE && e->tags_code == 0;
+}
+
+static void cq_report(store_check *c, queue_state *q, int64_t n, const char *kind, const char *fmt,
+                      ...) __attribute__((format(printf, 5, 6)));
+
+/* A defect of entry n of q, reported at its segment and offset. */
+static void cq_report(store_check *c, queue_state *q, int64_t n, const char *kind, const char *fmt,
+                      ...) {
+  char file[PATH_MAX], name[21], detail[400];
+  int64_t at = n * RMQ_CQ_UNIT_SIZE, size = q->cq->mfq.file_size;
+  rmq_file_name(at - at % size, name);
+  snprintf(file, sizeof file, "consumequeue/%s/%d/%s", q->cq->topic, (int)q->cq->queue_id, name);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  report(&c->v, file, at % size, kind, "%s", detail);
+}
+
+/* Entry n against the record it leads to (p: its properties, or NULL): its size and tagsCode. */
+static void compare_entry(store_check *c, queue_state *q, int64_t n, const rmq_cq_entry *e,
+                          const rmq_message *m, const record_props *p) {
+  if (e->size != m->total_size) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_SIZE, "entry %lld says size %d, its record at %lld has %d",
+              (long long)n, (int)e->size, (long long)e->phy_offset, (int)m->total_size);
+  }
+  record_props found;
+  if (p == NULL) {
+    find_props(m, &found);
+    p = &found;
+  }
+  int64_t tags = rmq_commitlog_tags_code_of(c->cl, m, p->tags.value, p->tags.len);
+  if (e->tags_code != tags) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_TAGS,
+              "entry %lld says tagsCode %lld, its record at %lld has %lld", (long long)n,
+              (long long)e->tags_code, (long long)e->phy_offset, (long long)tags);
+  }
+}
+
+/*
+** Entry n met out of the walk's order (one no record claimed in order, or
+** one that leads elsewhere than the record claiming it): what it leads to.
+** Returns true when the entry leads to a sound record of its queue at its
+** position (then only its size and tagsCode are compared).
+*/
+static bool classify_entry(store_check *c, queue_state *q, int64_t n, const rmq_cq_entry *e) {
+  rmq_cq_entry prev;
+  if (entry_pre_blank(e)) return true;
+  if (e->phy_offset < 0 || e->size <= 0) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_OFFSET, "entry %lld is no entry: offset %lld, size %d",
+              (long long)n, (long long)e->phy_offset, (int)e->size);
+    return false;
+  }
+  if (entry_at(c, q, n - 1, &prev) && prev.phy_offset == e->phy_offset) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_DUPLICATE,
+              "entry %lld leads to the record at %lld, as entry %lld does", (long long)n,
+              (long long)e->phy_offset, (long long)n - 1);
+    return false;
+  }
+  rmq_message m;
+  rmq_decode_status st = record_at(c, &c->rec_mf, e->phy_offset, &m);
+  if (st != RMQ_DECODE_OK) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_OFFSET, "entry %lld leads to no record at %lld: %s",
+              (long long)n, (long long)e->phy_offset, no_record_why(c, e->phy_offset, st));
+    return false;
+  }
+  if ((size_t)m.topic_len != q->topic_len || memcmp(m.topic, q->cq->topic, q->topic_len) != 0 ||
+      m.queue_id != q->cq->queue_id) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_QUEUE,
+              "entry %lld of %s/%d leads to a record of %.*s/%d at %lld", (long long)n,
+              q->cq->topic, (int)q->cq->queue_id, (int)m.topic_len, m.topic, (int)m.queue_id,
+              (long long)e->phy_offset);
+    return false;
+  }
+  if (m.queue_offset != n) {
+    cq_report(c, q, n, RMQ_DEFECT_CQ_QUEUE_OFFSET,
+              "entry %lld leads to the record at %lld, whose QUEUEOFFSET is %lld", (long long)n,
+              (long long)e->phy_offset, (long long)m.queue_offset);
+    return false;
+  }
+  compare_entry(c, q, n, e, &m, NULL);
+  return true;
+}
+
+/* Entries [q->next, to) that no record claimed in order; in a live store, up to the walk. */
+static void classify_skipped(store_check *c, queue_state *q, int64_t to) {
+  rmq_cq_entry e;
+  for (; q->next < to && c->v.rc == RMQ_OK && entry_at(c, q, q->next, &e); q->next++) {
+    if (entry_zero(&e) || (c->live && e.phy_offset >= c->log_end)) return;
+    classify_entry(c, q, q->next, &e);
+  }
+}
+
+/* A message's entry: the one at its QUEUEOFFSET must lead to it (ConsumeQueue.putMessagePositionInfo). */
+static void check_record_entry(store_check *c, const rmq_commitlog_record *rec,
+                               const record_props *p) {
+  const rmq_message *m = &rec->m;
+  int32_t tx = m->sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK;
+  if (tx == RMQ_SYSFLAG_TRANSACTION_PREPARED || tx == RMQ_SYSFLAG_TRANSACTION_ROLLBACK) return;
+  queue_state *q = find_queue(c, m->topic, (size_t)m->topic_len, m->queue_id);
+  int64_t n = m->queue_offset;
+  rmq_cq_entry e;
+  bool have = q && entry_at(c, q, n, &e) && !entry_zero(&e);
+  if (have && e.phy_offset == rec->offset) {
+    compare_entry(c, q, n, &e, m, p);
+  } else if (!have || classify_entry(c, q, n, &e)) {
+    char file[32];
+    record_file(rec, file);
+    report(&c->v, file, rec->offset - rec->segment, RMQ_DEFECT_CQ_GAP,
+           "no consume-queue entry leads to the record at %lld of %.*s/%d, QUEUEOFFSET %lld",
+           (long long)rec->offset, (int)m->topic_len, m->topic, (int)m->queue_id, (long long)n);
+  }
+  if (!q || !have || n < q->next) return;
+  /* The positions it skipped had no record in order. */
+  classify_skipped(c, q, n);
+  q->next = n + 1;
+}
+
+/* After the walk: the entries of each queue that no record claimed. */
+static void check_unclaimed_entries(store_check *c) {
+  for (size_t i = 0; c->queues && i <= c->queue_mask && c->v.rc == RMQ_OK; i++) {
+    if (c->queues[i].cq) classify_skipped(c, &c->queues[i], INT64_MAX);
+  }
 }
 
 /* ------------------------------------------------------------ index files */
 
-/* Does topic#UNIQ_KEY or topic#(a KEYS token) of m hash to key_hash? */
-static bool record_has_hash(const rmq_message *m, int32_t key_hash) {
-  static const char *const names[] = {RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_KEYS};
-  rmq_property_value v[2];
-  rmq_properties_find(m->properties, (size_t)m->properties_len, names, 2, v);
+/* Does topic#UNIQ_KEY or topic#(a KEYS token) of m (p: its properties) hash to key_hash? */
+static bool record_has_hash(const rmq_message *m, const record_props *p, int32_t key_hash) {
   size_t tl = (size_t)m->topic_len;
-  if (v[0].value && rmq_index_key_hash(m->topic, tl, v[0].value, v[0].len) == key_hash) return true;
-  const char *p = v[1].value, *end = p ? p + v[1].len : NULL;
-  while (p && p < end) {
-    const char *sp = memchr(p, ' ', (size_t)(end - p));
+  const rmq_property_value *u = &p->uniq_key;
+  if (u->value && rmq_index_key_hash(m->topic, tl, u->value, u->len) == key_hash) return true;
+  const char *k = p->keys.value, *end = k ? k + p->keys.len : NULL;
+  while (k && k < end) {
+    const char *sp = memchr(k, ' ', (size_t)(end - k));
     const char *tok_end = sp ? sp : end;
-    if (tok_end > p && rmq_index_key_hash(m->topic, tl, p, (size_t)(tok_end - p)) == key_hash) {
+    if (tok_end > k && rmq_index_key_hash(m->topic, tl, k, (size_t)(tok_end - k)) == key_hash) {
       return true;
     }
-    p = tok_end + 1;
+    k = tok_end + 1;
   }
   return false;
 }
 
-static void check_index_item(store_check *c, const rmq_index_view *iv, int32_t k,
-                             rmq_mapped_file **rec_mf) {
-  rmq_index_item item;
-  if (!rmq_index_view_item(iv, k, &item)) return;
-  if (c->live && item.phy_offset >= c->log_end) return; /* newer than the walk */
-  int64_t at = RMQ_INDEX_HEADER_SIZE + (int64_t)iv->slot_num * RMQ_INDEX_SLOT_SIZE +
-               (int64_t)k * RMQ_INDEX_ITEM_SIZE;
-  rmq_message m;
-  rmq_decode_status st = RMQ_DECODE_TRUNCATED;
-  bool inside = item.phy_offset >= c->log_min && item.phy_offset < c->log_end;
-  if (inside) st = record_at(c, rec_mf, item.phy_offset, &m);
-  char file[32];
-  if (st == RMQ_DECODE_OK && record_has_hash(&m, item.key_hash)) return;
-  snprintf(file, sizeof file, "index/%s", iv->name);
+/* Move to the next item, in the next file after the last of one; false at the end. */
+static bool index_next(store_check *c) {
+  index_cursor *x = &c->ix;
+  while (x->iv.mf) {
+    if (++x->k < x->end && rmq_index_view_item(&x->iv, x->k, &x->item)) return true;
+    char after[18];
+    memcpy(after, x->iv.name, sizeof after);
+    rmq_index_view_release(&x->iv);
+    if (rmq_index_service_view(c->index, after, &x->iv)) {
+      x->k = 0;
+      x->end = rmq_index_view_items_end(&x->iv, false);
+    }
+  }
+  return false;
+}
+
+static void index_start(store_check *c) {
+  index_cursor *x = &c->ix;
+  if (!rmq_index_service_view(c->index, NULL, &x->iv)) return;
+  x->k = 0;
+  x->end = rmq_index_view_items_end(&x->iv, false);
+  index_next(c);
+}
+
+static void index_report(store_check *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void index_report(store_check *c, const char *fmt, ...) {
+  const index_cursor *x = &c->ix;
+  char file[32], detail[400];
+  snprintf(file, sizeof file, "index/%s", x->iv.name);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  int64_t at = RMQ_INDEX_HEADER_SIZE + (int64_t)x->iv.slot_num * RMQ_INDEX_SLOT_SIZE +
+               (int64_t)x->k * RMQ_INDEX_ITEM_SIZE;
+  report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY, "%s", detail);
+}
+
+/* The current item against the record it leads to (m and p, or decoded here when NULL). */
+static void check_item(store_check *c, const rmq_message *m, const record_props *p) {
+  const rmq_index_item *it = &c->ix.item;
+  rmq_message decoded;
+  record_props found;
+  rmq_decode_status st = RMQ_DECODE_OK;
+  if (m == NULL) {
+    st = record_at(c, &c->rec_mf, it->phy_offset, &decoded);
+    m = &decoded;
+    if (st == RMQ_DECODE_OK) find_props(m, &found);
+    p = &found;
+  }
   if (st != RMQ_DECODE_OK) {
-    report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY, "item %d leads to no record at %lld: %s",
-           (int)k, (long long)item.phy_offset,
-           inside ? rmq_decode_status_name(st) : "outside the log's records");
-  } else {
-    report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY,
-           "item %d has hash %d, which no key of the record at %lld has", (int)k,
-           (int)item.key_hash, (long long)item.phy_offset);
+    index_report(c, "item %d leads to no record at %lld: %s", (int)c->ix.k,
+                 (long long)it->phy_offset, no_record_why(c, it->phy_offset, st));
+  } else if (!record_has_hash(m, p, it->key_hash)) {
+    index_report(c, "item %d has hash %d, which no key of the record at %lld has", (int)c->ix.k,
+                 (int)it->key_hash, (long long)it->phy_offset);
   }
 }
 
-static void check_index_items(store_check *c) {
-  rmq_index_view iv;
-  char after[18] = "";
-  rmq_mapped_file *rec_mf = NULL;
-  while (c->v.rc == RMQ_OK && rmq_index_service_view(c->index, after[0] ? after : NULL, &iv)) {
-    int32_t end = rmq_index_view_items_end(&iv, false);
-    for (int32_t k = 1; k < end && c->v.rc == RMQ_OK; k++) check_index_item(c, &iv, k, &rec_mf);
-    memcpy(after, iv.name, sizeof after);
-    rmq_index_view_release(&iv);
+/*
+** The items written for the records before rec (IndexService.buildIndex
+** writes them in the records' order) and those for rec itself. An item
+** out of that order is checked against the record it names all the same.
+*/
+static void check_record_items(store_check *c, const rmq_commitlog_record *rec,
+                               const record_props *p) {
+  while (c->ix.iv.mf && c->ix.item.phy_offset <= rec->offset && c->v.rc == RMQ_OK) {
+    bool own = c->ix.item.phy_offset == rec->offset;
+    check_item(c, own ? &rec->m : NULL, own ? p : NULL);
+    index_next(c);
   }
-  if (rec_mf) rmq_mapped_file_release(rec_mf);
+}
+
+/* After the walk: the items left lead past the records walked (in a live store, newer ones). */
+static void check_items_left(store_check *c) {
+  for (; c->ix.iv.mf && c->v.rc == RMQ_OK; index_next(c)) {
+    if (!c->live || c->ix.item.phy_offset < c->log_end) check_item(c, NULL, NULL);
+  }
+}
+
+/* -------------------------------------------------------------- the walk */
+
+static const char *record_defect_kind(const rmq_commitlog_record *rec) {
+  if (rec->kind == RMQ_RECORD_BLANK) return RMQ_DEFECT_BLANK;
+  switch (rec->status) {
+    case RMQ_DECODE_BAD_CRC: return RMQ_DEFECT_CRC;
+    case RMQ_DECODE_BAD_MAGIC: return RMQ_DEFECT_MAGIC;
+    default: return RMQ_DEFECT_LENGTH;
+  }
+}
+
+/* A record that is not sound: the walk's verdict. */
+static void report_record(store_check *c, const rmq_commitlog_record *rec) {
+  char file[32];
+  record_file(rec, file);
+  report(&c->v, file, rec->offset - rec->segment, record_defect_kind(rec),
+         "record at offset %lld: %s", (long long)rec->offset, rec->reason);
+}
+
+/*
+** One pass over the records, each CRC checked, and each message checked
+** at once against its consume-queue entry and its index items while its
+** bytes are at hand.
+*/
+static void walk_commitlog(store_check *c) {
+  unsigned flags = RMQ_CL_ITER_CHECK_CRC | (c->live ? 0 : RMQ_CL_ITER_WHOLE_SEGMENTS);
+  rmq_commitlog_iter it;
+  rmq_commitlog_record rec;
+  c->log_min = c->log_end = rmq_commitlog_min_offset(c->cl);
+  index_start(c);
+  rmq_cl_iter_start(&it, c->cl, INT64_MIN, c->log_to, flags);
+  while (c->v.rc == RMQ_OK && rmq_commitlog_iter_next(&it, &rec)) {
+    if (rec.header && rec.m.store_timestamp > c->max_store_time) {
+      c->max_store_time = rec.m.store_timestamp;
+    }
+    if (rec.kind != RMQ_RECORD_MESSAGE) {
+      if (rec.reason[0]) report_record(c, &rec);
+      continue;
+    }
+    record_props p;
+    find_props(&rec.m, &p);
+    c->log_end = rec.offset + rec.size;
+    check_record_entry(c, &rec, &p);
+    check_record_items(c, &rec, &p);
+  }
+  rmq_commitlog_iter_stop(&it);
+}
+
+static int check_contents(store_check *c, rmq_err *err) {
+  int64_t ts[3];
+  bool have_checkpoint = read_checkpoint(c->dir, ts);
+  int rc = load_queues(c, err);
+  if (rc == RMQ_OK) walk_commitlog(c);
+  if (rc == RMQ_OK && c->v.rc == RMQ_OK && have_checkpoint) check_checkpoint(c, ts);
+  if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_unclaimed_entries(c);
+  if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_items_left(c);
+  rmq_index_view_release(&c->ix.iv);
+  if (c->rec_mf) rmq_mapped_file_release(c->rec_mf);
+  free_queues(c);
+  return rc;
 }
 
 /* ------------------------------------------------------------- the parts */
@@ -618,16 +804,6 @@ static void close_parts(own_parts *p) {
   if (p->opened >= 1) rmq_commitlog_destroy(&p->cl);
 }
 
-static int check_contents(store_check *c, rmq_err *err) {
-  int64_t ts[3];
-  bool have_checkpoint = read_checkpoint(c->dir, ts);
-  walk_commitlog(c);
-  if (c->v.rc == RMQ_OK && have_checkpoint) check_checkpoint(c, ts);
-  int rc = c->v.rc == RMQ_OK ? check_consume_queue_entries(c, err) : RMQ_OK;
-  if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_index_items(c);
-  return rc;
-}
-
 /* A store this process has open: what was published, once the dispatcher caught up. */
 static int check_live(store_check *c, rmq_store *s, rmq_err *err) {
   c->cl = rmq_store_commitlog(s);
@@ -635,6 +811,8 @@ static int check_live(store_check *c, rmq_store *s, rmq_err *err) {
   c->index = rmq_store_index(s);
   c->live = c->v.live = !rmq_store_config(s)->readonly;
   int rc = check_files(&c->v, c->dir, s, err);
+  /* What was published before the wait is in the queues and the index after it. */
+  c->log_to = c->live ? rmq_commitlog_max_offset(c->cl) : INT64_MAX;
   if (rc == RMQ_OK && c->live) rc = rmq_store_wait_dispatched(s, err);
   return rc == RMQ_OK && c->v.rc == RMQ_OK ? check_contents(c, err) : rc;
 }
@@ -662,7 +840,7 @@ int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", dir);
   }
-  store_check c = {.v = {.fn = fn, .ctx = ctx}, .dir = dir};
+  store_check c = {.v = {.fn = fn, .ctx = ctx}, .dir = dir, .log_to = INT64_MAX};
   rmq_store *s = rmq_store_find(dir);
   int rc = s ? check_live(&c, s, err) : check_closed(&c, err);
   rmq_store_release(s);

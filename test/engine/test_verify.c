@@ -157,8 +157,8 @@ static void put64(uint8_t *p, int64_t v) {
 }
 
 /*
-** A record's QUEUEOFFSET (not in its body CRC) ahead of its entry's
-** position: one row, which cannot tell it from missing entries.
+** A record's QUEUEOFFSET (not in its body CRC) changed: no entry at the
+** offset it claims, and its own entry leads to a record that says another.
 */
 static void test_queue_offset_field(const char *dir, const rmq_put_result *r) {
   uint8_t qo[8];
@@ -166,11 +166,14 @@ static void test_queue_offset_field(const char *dir, const rmq_put_result *r) {
   poke(dir, "commitlog/00000000000000000000", r[5].physical_offset + 20, qo, 8);
   found f;
   verify(dir, &f);
-  CHECK_EQ_INT(f.n, 1);
+  CHECK_EQ_INT(f.n, 2);
   CHECK_EQ_STR(f.kind[0], "cq_gap");
-  /* record 5: VerA, queue 0, its queue offset */
-  CHECK_EQ_STR(f.file[0], "consumequeue/VerA/0/00000000000000000000");
-  CHECK_EQ_INT(f.offset[0], r[5].queue_offset * 20);
+  CHECK_EQ_STR(f.file[0], "commitlog/00000000000000000000");
+  CHECK_EQ_INT(f.offset[0], r[5].physical_offset);
+  /* record 5: VerA, queue 0 */
+  CHECK_EQ_STR(f.kind[1], "cq_queue_offset");
+  CHECK_EQ_STR(f.file[1], "consumequeue/VerA/0/00000000000000000000");
+  CHECK_EQ_INT(f.offset[1], r[5].queue_offset * 20);
 }
 
 /* An entry of VerB/0 that leads to a record of VerA/1, and one past the log. */
