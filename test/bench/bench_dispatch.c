@@ -12,7 +12,8 @@
 **    read the same bytes, and a normal (clean) reopen.
 ** 4. The integrity check of that store (rmq_verify, what rocketmq_verify
 **    runs): every record's CRC, every consume-queue entry and index item
-**    against its record, beside the time to just read the CommitLog.
+**    against its record, beside the time to just read the CommitLog
+**    segment (best of three of each).
 ** Sizes follow RocketMQ's defaults except where noted; env RMQ_BENCH_N
 ** scales the message counts.
 */
@@ -228,10 +229,17 @@ static void bench_recovery(void) {
   printf("%-44s %8.3f s\n", "just reading the same 1 GiB", read_s);
   double normal = time_open(dir, report, sizeof report);
   printf("%-44s %8.3f s\n", "reopen after a clean shutdown", normal);
+  /* Best of three of each, read and check in turn, as the machine's load comes and goes. */
   int defects;
-  double verify = time_verify(dir, &defects);
-  printf("%-44s %8.3f s  (%d defects; %.2f of the reading speed)\n",
-         "verify (rocketmq_verify), 1 GiB CommitLog", verify, defects, read_s / verify);
+  double verify = 1e9, read_best = 1e9;
+  for (int i = 0; i < 3; i++) {
+    double r = time_read(dir), v = time_verify(dir, &defects);
+    read_best = r < read_best ? r : read_best;
+    verify = v < verify ? v : verify;
+  }
+  printf("%-44s %8.3f s  (%d defects; %.2f of the speed of reading it, %.3f s)\n",
+         "verify (rocketmq_verify), 1 GiB CommitLog", verify, defects, read_best / verify,
+         read_best);
   rm_rf(dir);
 }
 
