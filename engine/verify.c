@@ -12,9 +12,9 @@
 ** index items written for it (IndexService.buildIndex writes them in the
 ** records' order). What leads elsewhere is decoded where it leads, out of
 ** the walk's order: entries no record claimed, items out of order, and
-** those left after the walk. The checkpoint is read before the walk, so
-** that a live store's later flushes cannot make it look ahead of the
-** records read. Queues and index files are read through their mappings up
+** those left after the walk. The checkpoint is read first, before a live
+** store's walk is given its end, so that later flushes cannot make it look
+** ahead of the records read. Queues and index files are read through their mappings up
 ** to what they hold, not to what a recovery would keep, so that an entry
 ** that leads past the log's end is seen.
 */
@@ -321,7 +321,9 @@ typedef struct store_check {
   int64_t log_to;           /* the walk's end: records starting before it */
   int64_t log_min, log_end; /* the records walked: [min, end of the last message) */
   int64_t max_store_time;   /* the latest store time of a record with a header */
-  queue_state *queues;      /* open addressing by topic and queue id; cq NULL: free */
+  int64_t checkpoint[3];    /* read before anything else */
+  bool have_checkpoint;
+  queue_state *queues; /* open addressing by topic and queue id; cq NULL: free */
   size_t queue_mask;
   rmq_mapped_file *rec_mf; /* held for the records decoded out of the walk's order */
   index_cursor ix;
@@ -346,8 +348,9 @@ static bool read_checkpoint(const char *dir, int64_t ts[3]) {
   return ok;
 }
 
-static void check_checkpoint(store_check *c, const int64_t ts[3]) {
-  for (int i = 0; i < 3; i++) {
+static void check_checkpoint(store_check *c) {
+  const int64_t *ts = c->checkpoint;
+  for (int i = 0; i < 3 && c->have_checkpoint; i++) {
     if (ts[i] <= c->max_store_time || (ts[i] <= 0)) continue;
     report(&c->v, "checkpoint", 8 * i, RMQ_DEFECT_CHECKPOINT,
            "%s %lld is later than the last record's store time %lld: records it counts as "
@@ -746,11 +749,9 @@ static void walk_commitlog(store_check *c) {
 }
 
 static int check_contents(store_check *c, rmq_err *err) {
-  int64_t ts[3];
-  bool have_checkpoint = read_checkpoint(c->dir, ts);
   int rc = load_queues(c, err);
   if (rc == RMQ_OK) walk_commitlog(c);
-  if (rc == RMQ_OK && c->v.rc == RMQ_OK && have_checkpoint) check_checkpoint(c, ts);
+  if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_checkpoint(c);
   if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_unclaimed_entries(c);
   if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_items_left(c);
   rmq_index_view_release(&c->ix.iv);
@@ -841,6 +842,8 @@ int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", dir);
   }
   store_check c = {.v = {.fn = fn, .ctx = ctx}, .dir = dir, .log_to = INT64_MAX};
+  /* First: a live store's later flushes must not count records the walk does not read. */
+  c.have_checkpoint = read_checkpoint(dir, c.checkpoint);
   rmq_store *s = rmq_store_find(dir);
   int rc = s ? check_live(&c, s, err) : check_closed(&c, err);
   rmq_store_release(s);

@@ -125,10 +125,10 @@ static void test_live(const char *dir) {
   appender a = {.s = s};
   pthread_t th;
   pthread_create(&th, NULL, append_messages, &a);
-  int rounds = 0, defects = 0;
+  int rounds = 0, defects = 0, failed = 0;
   while (!atomic_load(&a.done) || rounds < 3) {
-    found f;
-    verify(dir, &f);
+    found f = {0};
+    failed += rmq_verify(dir, collect, &f, &err) != RMQ_OK;
     defects += f.n;
     for (int i = 0; i < f.n && i < MAX_DEFECTS; i++) {
       fprintf(stderr, "  %s %lld %s\n", f.file[i], (long long)f.offset[i], f.kind[i]);
@@ -137,6 +137,7 @@ static void test_live(const char *dir) {
   }
   pthread_join(th, NULL);
   CHECK_EQ_INT(a.puts, 3000);
+  CHECK_EQ_INT(failed, 0);
   CHECK_EQ_INT(defects, 0);
   CHECK(rounds >= 3);
   rmq_store_release(s);
