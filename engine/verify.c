@@ -194,8 +194,7 @@ static int check_topic(verifier *v, const char *root, const char *topic, int64_t
     if ((rc = join(dir, root, rel, err)) != RMQ_OK) break;
     if (!queue_dir_name(l.names[i]) || !is_directory(dir)) {
       report(v, rel, -1, RMQ_DEFECT_FILE_NAME,
-             "not a queue: a queue is a directory named by its "
-             "queue id in decimal");
+             "not a queue: a queue is a directory named by its queue id in decimal");
       continue;
     }
     rc = check_segments(v, root, rel, size, RMQ_CQ_UNIT_SIZE, err);
@@ -214,8 +213,7 @@ static int check_consume_queues(verifier *v, const char *root, int64_t size, rmq
     if ((rc = join(dir, root, rel, err)) != RMQ_OK) break;
     if (!rmq_topic_valid(l.names[i], strlen(l.names[i])) || !is_directory(dir)) {
       report(v, rel, -1, RMQ_DEFECT_FILE_NAME,
-             "not a topic: a topic is a directory of 1 to %d "
-             "characters of [A-Za-z0-9_%%|-]",
+             "not a topic: a topic is a directory of 1 to %d characters of [A-Za-z0-9_%%|-]",
              RMQ_MAX_TOPIC_LEN);
       continue;
     }
@@ -259,8 +257,8 @@ static int check_index_files(verifier *v, const char *root, rmq_store *s, rmq_er
     if (being_created(v, len, i, l.n)) continue;
     if (!index_name(l.names[i]) || len < 0) {
       report(v, rel, -1, RMQ_DEFECT_FILE_NAME,
-             "not an index file: an index file is a regular "
-             "file named by its creation time, yyyyMMddHHmmssSSS");
+             "not an index file: an index file is a regular file named by its creation "
+             "time, yyyyMMddHHmmssSSS");
     } else if (!index_size_ok(len, s)) {
       report(v, rel, -1, RMQ_DEFECT_FILE_SIZE,
              "%lld bytes fit no index geometry: 40 + 4 * index_slots + 20 * index_entries",
