@@ -151,7 +151,8 @@ static bool read_record(rmq_commitlog_iter *it, rmq_commitlog_record *rec) {
   it->next_segment = false;
   bool strict = it->flags & RMQ_CL_ITER_STRICT;
   if (!strict) {
-    bool zero = (avail < 8 || rmq_get32(p + RMQ_POS_MAGIC) == 0) && all_zero(p, (size_t)avail);
+    bool zero = (avail < 8 || rmq_get32(p + RMQ_POS_MAGIC) == 0) &&
+                rmq_mapped_file_all_zero(it->mf, it->pos, it->limit);
     if (avail < 8 || zero) {
       memset(&rec->m, 0, sizeof rec->m);
       return segment_tail(it, rec, avail, zero);

@@ -117,7 +117,7 @@ void rmq_mapped_file_close_fd(rmq_mapped_file *mf) {
 ** opened for this call when the file keeps none (put it back with fd_put).
 */
 static int fd_get(rmq_mapped_file *mf) {
-  return mf->fd >= 0 ? mf->fd : rmq_io_open(mf->path, O_RDWR, 0);
+  return mf->fd >= 0 ? mf->fd : rmq_io_open(mf->path, mf->writable ? O_RDWR : O_RDONLY, 0);
 }
 
 static void fd_put(rmq_mapped_file *mf, int fd) {
@@ -378,6 +378,32 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
   rmq_mapped_file_zero(mf, at, len);
   return rmq_err_set(err, e == ENOSPC || e == EDQUOT ? RMQ_EFULL : RMQ_EIO,
                      "cannot write %zu bytes at %d of %s: %s", len, at, mf->path, strerror(e));
+}
+
+static bool bytes_zero(const uint8_t *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+bool rmq_mapped_file_all_zero(rmq_mapped_file *mf, int32_t from, int32_t to) {
+  int fd = fd_get(mf);
+  bool zero = true;
+  for (off_t pos = from; zero && pos < to;) {
+    errno = 0;
+    off_t data = fd >= 0 ? lseek(fd, pos, SEEK_DATA) : -1;
+    /* ENXIO: nothing but a hole after pos; another failure: read the bytes. */
+    if (data < 0 && errno == ENXIO) break;
+    if (data < 0) {
+      zero = bytes_zero(mf->mapped + pos, (size_t)(to - pos));
+      break;
+    }
+    if (data >= to) break;
+    off_t hole = lseek(fd, data, SEEK_HOLE);
+    if (hole < 0 || hole > to) hole = to;
+    zero = bytes_zero(mf->mapped + data, (size_t)(hole - data));
+    pos = hole;
+  }
+  fd_put(mf, fd);
+  return zero;
 }
 
 void rmq_mapped_file_will_read(rmq_mapped_file *mf) {

@@ -178,6 +178,12 @@ int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, siz
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len);
 /* fsync the whole file now, through a descriptor of the call when the file keeps none. */
 int rmq_mapped_file_fsync(rmq_mapped_file *mf, rmq_err *err);
+/*
+** Are bytes [from, to) of the file all zeros? Holes (SEEK_HOLE) are zeros
+** without being read: reading a sparse segment's holes through the mapping
+** would fill page cache with zeros, one page at a time.
+*/
+bool rmq_mapped_file_all_zero(rmq_mapped_file *mf, int32_t from, int32_t to);
 /* About to be read from start to end (recovery): read ahead, map in large steps. */
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /*

@@ -668,6 +668,62 @@ typedef struct rmq_stats {
 */
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
 
+/* ---------------------------------------------------------------- verify */
+
+/*
+** The integrity check behind rocketmq_verify (engine/verify.c): every
+** defect of a store, without stopping at the first. It only reads: no
+** byte is written, nothing is locked, cut or deleted.
+**
+** One defect: file is relative to the store's directory
+** ("commitlog/00000000000000000000", "consumequeue/T/0/...", "index/...",
+** "checkpoint"); offset is the byte offset in that file, -1 when the
+** defect is the file itself; detail is a sentence with what was found and
+** what was expected. kind is one of:
+**   file_name     a file or directory named as no RocketMQ file is, or a
+**                 segment that does not follow the one before it
+**   file_size     a file of the wrong size
+**   crc           a message whose body CRC differs from its BODYCRC
+**   length        a record whose lengths disagree or run past its TOTALSIZE
+**   magic         bytes that are no record (unknown magic code, zeros
+**                 where a record or an end-of-file BLANK should be)
+**   blank         a BLANK that does not fill the rest of its segment
+**   cq_offset     a consume-queue entry that leads to no sound record
+**                 (beyond the log, or not at a record's start)
+**   cq_size, cq_tags   an entry whose size or tagsCode differs from its record's
+**   cq_queue      an entry whose record belongs to another topic or queue
+**   cq_queue_offset    an entry whose record's QUEUEOFFSET is not its position
+**   cq_duplicate  an entry that leads to the same record as the one before it
+**   cq_gap        a message that no consume-queue entry leads to
+**   index_entry   an index item that leads to no record, or to one none of
+**                 whose keys (topic#UNIQ_KEY, topic#KEYS token) has its hash
+**   checkpoint    a checkpoint timestamp later than every record's store time
+**   unreadable    files that cannot be opened as a store (detail says why)
+*/
+typedef struct rmq_defect {
+  const char *file;
+  int64_t offset;
+  const char *kind;
+  const char *detail;
+} rmq_defect;
+/* Told each defect (valid during the call); anything but RMQ_OK stops the check with that code. */
+typedef int (*rmq_defect_fn)(void *ctx, const rmq_defect *d);
+
+/*
+** Check the store in dir: the names and sizes of its files (stat alone),
+** then every commit-log record (CRC checked, one sequential pass), every
+** consume-queue entry and index item against the record it leads to, and
+** the checkpoint. A store this process has open (rmq_store_find) is read
+** live: what was published when the check started, after the dispatcher
+** caught up. Otherwise the files are opened read-only without recovery;
+** files that cannot be opened as a store (a segment of the wrong size or
+** missing) are one more defect, kind "unreadable", which names why.
+** Errors: RMQ_ENOTFOUND (dir is not a directory), RMQ_EIO (a directory
+** that cannot be listed), rmq_store_wait_dispatched's, RMQ_ENOMEM, or the
+** callback's code.
+*/
+int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err);
+
 /* ================================================================ batches
 **
 ** A transaction's rows, kept until COMMIT appends them as one contiguous
