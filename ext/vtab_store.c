@@ -30,7 +30,8 @@
 ** each row is appended when it is inserted and last_insert_rowid() is its
 ** commit-log offset. Inside BEGIN ... COMMIT rows are kept per connection
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
-** TO and a failed statement drop exactly their rows. With flush='sync' the
+** TO and a failed statement drop exactly their rows; DROP TABLE is refused
+** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' the
 ** append returns only once on disk. UPDATE and DELETE are refused: the log
 ** is append-only. A readonly=1 table refuses INSERT even when this process
 ** also has the store open for writing.
@@ -195,6 +196,21 @@ static int store_disconnect(sqlite3_vtab *base) {
   sqlite3_free(vt->dir);
   sqlite3_free(vt);
   return SQLITE_OK;
+}
+
+/*
+** DROP TABLE. SQLite frees the dropped table's object now, even inside a
+** transaction that ROLLBACK TO can take back to before the DROP, and then
+** calls no xSync or xRollbackTo on it: rows it holds for COMMIT would be lost
+** while the table came back. So a DROP is refused while rows are pending,
+** with SQLITE_LOCKED ("database table is locked"), as SQLite refuses to drop
+** a table a statement still reads: SQLite shows no message of xDestroy's.
+** The store's files stay.
+*/
+static int store_destroy(sqlite3_vtab *base) {
+  store_vtab *vt = (store_vtab *)base;
+  if (vt->batch && rmq_batch_count(vt->batch) > 0) return SQLITE_LOCKED_VTAB;
+  return store_disconnect(base);
 }
 
 /* ------------------------------------------------------------- xBestIndex */
@@ -953,13 +969,23 @@ static int store_savepoint(sqlite3_vtab *base, int level) {
   return rmq_batch_savepoint(vt->batch, level, &err) == RMQ_OK ? SQLITE_OK : SQLITE_NOMEM;
 }
 
+/*
+** Level -1 is the transaction itself: ROLLBACK TO a savepoint that began the
+** transaction (SAVEPOINT outside BEGIN) drops every row, and its RELEASE
+** closes every level.
+*/
 static int store_release(sqlite3_vtab *base, int level) {
-  rmq_batch_release(((store_vtab *)base)->batch, level);
+  rmq_batch_release(((store_vtab *)base)->batch, level < 0 ? 0 : level);
   return SQLITE_OK;
 }
 
 static int store_rollback_to(sqlite3_vtab *base, int level) {
-  rmq_batch_rollback_to(((store_vtab *)base)->batch, level);
+  store_vtab *vt = (store_vtab *)base;
+  if (level < 0) {
+    rmq_batch_clear(vt->batch);
+  } else {
+    rmq_batch_rollback_to(vt->batch, level);
+  }
   return SQLITE_OK;
 }
 
@@ -975,7 +1001,7 @@ static sqlite3_module store_module = {
     .xConnect = store_connect,
     .xBestIndex = store_best_index,
     .xDisconnect = store_disconnect,
-    .xDestroy = store_disconnect,
+    .xDestroy = store_destroy,
     .xOpen = store_open,
     .xClose = store_close,
     .xFilter = store_filter,
