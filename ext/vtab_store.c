@@ -53,8 +53,11 @@
 **                                starting at the first segment that can hold
 **                                store_timestamp >= ? when given
 ** key and wait_ms are no columns SQLite can re-check, so their plans win over
-** the point reads, and a query that gives them without what they need
-** (topic; topic and queue_id) is an error. Bounds are taken as SQLite
+** the point reads, they take only `=` (and IN), and a query that gives them
+** without what they need (topic; topic and queue_id), or refers to them
+** where no such plan can serve (in an OR with other conditions, in an
+** expression, as a result column but of a point read, which shows NULL), is
+** an error. Bounds are taken as SQLite
 ** compares (bounds.c): reals are rounded to the integers on their side,
 ** NULL matches nothing, and text that is no number bounds nothing (SQLite
 ** re-checks every row anyway). A plan costs the rows it reads; a scan is
@@ -350,34 +353,105 @@ static bool order_consumed(sqlite3_index_info *info, plan p) {
 }
 
 /*
-** key and wait_ms have no value of their own to re-check: a plan that does
-** not use them would silently drop every row. When a value they need comes
-** from a table not yet read, the plan is refused (SQLITE_CONSTRAINT) and
-** SQLite picks a join order in which it is usable; when the query lacks
-** what they need, it is an error.
+** key and wait_ms have no value of their own to re-check: key is the key a
+** look-up searched for (NULL in any other plan), wait_ms is always NULL. So
+** they take only `=` (and IN), and a plan that does not use them while the
+** query refers to them (colUsed: in an OR with other conditions, in an
+** expression, as a result) would give wrong rows. When a value they need
+** comes from a table not yet read, the plan is refused (SQLITE_CONSTRAINT)
+** and SQLite picks a join order in which it is usable. Otherwise such a plan
+** is priced out and fails when run (DEFER_KEY, DEFER_WAIT in idxNum), so
+** that SQLite prefers a plan that works: `(key = 'a' OR key = 'b')` is
+** also planned branch by branch, where a branch lacks topic = ?, and as
+** `key IN ('a', 'b')`, which works.
 */
-static int check_search_inputs(sqlite3_vtab *base, int present, int avail, plan p) {
-  int pending = present & ~avail;
-  if ((present & BIT(S_KEY)) && p != PLAN_KEY) {
-    if (pending & (BIT(S_KEY) | BIT(S_TOPIC))) return SQLITE_CONSTRAINT;
-    return rmqx_vtab_error(base, "%s",
-                           "key = ? needs topic = ? in the same query: the index "
-                           "holds topic#key");
+#define DEFER_KEY (1 << 29)
+#define DEFER_WAIT (1 << 30)
+#define COST_UNUSABLE 1e300
+
+static const char key_needs[] = "key = ? needs topic = ? in the same query: the index holds "
+                                "topic#key";
+static const char wait_needs[] = "wait_ms = ? needs topic = ? AND queue_id = ? (and no key = ?) "
+                                 "in the same query: it long-polls one consume queue";
+
+/* An operator as SQL writes it after its column. */
+static const char *op_text(int op) {
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_GT: return "> ?";
+    case SQLITE_INDEX_CONSTRAINT_GE: return ">= ?";
+    case SQLITE_INDEX_CONSTRAINT_LT: return "< ?";
+    case SQLITE_INDEX_CONSTRAINT_LE: return "<= ?";
+    case SQLITE_INDEX_CONSTRAINT_NE: return "!= ?";
+    case SQLITE_INDEX_CONSTRAINT_LIKE: return "LIKE ?";
+    case SQLITE_INDEX_CONSTRAINT_GLOB: return "GLOB ?";
+    case SQLITE_INDEX_CONSTRAINT_REGEXP: return "REGEXP ?";
+    case SQLITE_INDEX_CONSTRAINT_MATCH: return "MATCH ?";
+    case SQLITE_INDEX_CONSTRAINT_IS: return "IS ?";
+    case SQLITE_INDEX_CONSTRAINT_ISNOT: return "IS NOT ?";
+    case SQLITE_INDEX_CONSTRAINT_ISNULL: return "IS NULL";
+    case SQLITE_INDEX_CONSTRAINT_ISNOTNULL: return "IS NOT NULL";
+    default: return "?";
   }
-  if ((present & BIT(S_WAIT)) && p != PLAN_CQ) {
-    if (!(present & BIT(S_KEY)) && (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
+}
+
+/*
+** An operator other than = on key or wait_ms is an error that names it. The
+** highest op is named: SQLite adds >= and < terms for `key LIKE 'a'`.
+*/
+static int check_search_ops(sqlite3_vtab *base, const sqlite3_index_info *info) {
+  const struct sqlite3_index_constraint *bad = NULL;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    if (c->iColumn != COL_KEY && c->iColumn != COL_WAIT_MS) continue;
+    if (!bad || c->op > bad->op) bad = c;
+  }
+  if (!bad) return SQLITE_OK;
+  if (bad->iColumn == COL_KEY) {
+    return rmqx_vtab_error(base,
+                           "key %s: key takes only key = ? or key IN (...), with topic = ?: it "
+                           "looks keys up in the index",
+                           op_text(bad->op));
+  }
+  return rmqx_vtab_error(base,
+                         "wait_ms %s: wait_ms takes only wait_ms = ?, with topic = ? AND "
+                         "queue_id = ?: it is how long to wait",
+                         op_text(bad->op));
+}
+
+/*
+** Does the query refer to col other than through a constraint? Not counted:
+** UPDATE and DELETE, which read every column (bit 63, beyond the last
+** column), and a point read, whose one row shows key and wait_ms as NULL.
+*/
+static bool col_used(const sqlite3_index_info *info, plan p, int col) {
+  if ((info->colUsed >> 63) || p == PLAN_OFFSET || p == PLAN_MSGID) return false;
+  return (info->colUsed >> col) & 1;
+}
+
+/* SQLITE_CONSTRAINT for a plan to refuse, else SQLITE_OK with the DEFER_* bits of the plan. */
+static int check_search_inputs(const sqlite3_index_info *info, int present, int avail, plan p,
+                               int use, int *defer) {
+  int pending = present & ~avail;
+  *defer = 0;
+  if ((present & BIT(S_KEY) || col_used(info, p, COL_KEY)) && !(use & BIT(S_KEY))) {
+    if ((present & BIT(S_KEY)) && (pending & (BIT(S_KEY) | BIT(S_TOPIC)))) return SQLITE_CONSTRAINT;
+    *defer |= DEFER_KEY;
+  }
+  if ((present & BIT(S_WAIT) || col_used(info, p, COL_WAIT_MS)) && !(use & BIT(S_WAIT))) {
+    if ((present & BIT(S_WAIT)) && !(present & BIT(S_KEY)) &&
+        (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
       return SQLITE_CONSTRAINT;
     }
-    return rmqx_vtab_error(base, "%s",
-                           "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
-                           "key = ?) in the same query: it long-polls one consume "
-                           "queue");
+    *defer |= DEFER_WAIT;
   }
   return SQLITE_OK;
 }
 
 static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   int slot_of[S_COUNT], avail = 0, present = 0;
+  int rc = check_search_ops(base, info);
+  if (rc != SQLITE_OK) return rc;
   for (int s = 0; s < S_COUNT; s++) slot_of[s] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
@@ -388,9 +462,9 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
       avail |= BIT(s);
     }
   }
-  int use;
+  int use, defer;
   plan p = choose_plan(avail, &use);
-  int rc = check_search_inputs(base, present, avail, p);
+  rc = check_search_inputs(info, present, avail, p, use, &defer);
   if (rc != SQLITE_OK) return rc;
   int argv_index = 0;
   bool in_used = false;
@@ -402,10 +476,10 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
     info->aConstraintUsage[i].omit = s == S_KEY || s == S_WAIT;
     in_used = in_used || sqlite3_vtab_in(info, i, -1);
   }
-  info->idxNum = use;
+  info->idxNum = use | defer;
   info->idxStr = plan_name(p, use);
   info->needToFreeIdxStr = 1;
-  info->estimatedCost = plan_rows(p, use);
+  info->estimatedCost = defer ? COST_UNUSABLE : plan_rows(p, use);
   info->estimatedRows = (sqlite3_int64)plan_rows(p, use);
   if (p == PLAN_OFFSET || p == PLAN_MSGID) info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
   info->orderByConsumed = !in_used && order_consumed(info, p);
@@ -713,6 +787,9 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
   (void)idx_str;
   store_cursor *c = (store_cursor *)base;
   cursor_reset(c);
+  if (idx_num & (DEFER_KEY | DEFER_WAIT)) {
+    return rmqx_vtab_error(base->pVtab, "%s", idx_num & DEFER_KEY ? key_needs : wait_needs);
+  }
   int rc = store_ready(c->vt);
   if (rc != SQLITE_OK) return rc;
   c->eof = false;
