@@ -21,7 +21,10 @@
 **
 ** Columns: see STORE_SCHEMA; rowid is commitlog_offset. delay_level, key and
 ** wait_ms are HIDDEN: delay_level is an INSERT input, key and wait_ms are
-** search inputs.
+** search inputs. A topic, tags, keys, uniq_key or properties that another
+** producer wrote in bytes that are not UTF-8 reads as a BLOB of those bytes
+** (TEXT that is not UTF-8 breaks readers that decode it); body_text is NULL
+** for such a body.
 **
 ** INSERT. The row is checked (row.c: topic rules and not a system topic, queue id,
 ** sizes, JSON properties, delay level) before anything is appended; a bad
@@ -852,7 +855,16 @@ static const rmq_property_value *cursor_property(store_cursor *c, int which) {
 
 static void result_property(sqlite3_context *ctx, store_cursor *c, int which) {
   const rmq_property_value *v = cursor_property(c, which);
-  if (v->value) sqlite3_result_text(ctx, v->value, (int)v->len, SQLITE_TRANSIENT);
+  if (v->value) rmqx_result_text_or_blob(ctx, v->value, (int)v->len, SQLITE_TRANSIENT);
+}
+
+static void result_properties(sqlite3_context *ctx, const rmq_message *m) {
+  char *json = rmqx_properties_json(m->properties, (size_t)m->properties_len);
+  if (json) {
+    rmqx_result_text_or_blob(ctx, json, -1, sqlite3_free);
+  } else {
+    sqlite3_result_error_nomem(ctx);
+  }
 }
 
 static void result_host(sqlite3_context *ctx, const rmq_host *h) {
@@ -873,7 +885,7 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
       sqlite3_result_text(ctx, id, -1, SQLITE_TRANSIENT);
       break;
     case COL_UNIQ_KEY: result_property(ctx, c, PROP_UNIQ_KEY); break;
-    case COL_TOPIC: sqlite3_result_text(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT); break;
+    case COL_TOPIC: rmqx_result_text_or_blob(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT); break;
     case COL_QUEUE_ID: sqlite3_result_int(ctx, m->queue_id); break;
     case COL_QUEUE_OFFSET: sqlite3_result_int64(ctx, m->queue_offset); break;
     case COL_TAGS: result_property(ctx, c, PROP_TAGS); break;
@@ -884,10 +896,7 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
         sqlite3_result_text(ctx, (const char *)m->body, m->body_len, SQLITE_TRANSIENT);
       }
       break;
-    case COL_PROPERTIES:
-      sqlite3_result_text(ctx, rmqx_properties_json(m->properties, (size_t)m->properties_len), -1,
-                          sqlite3_free);
-      break;
+    case COL_PROPERTIES: result_properties(ctx, m); break;
     case COL_FLAG: sqlite3_result_int(ctx, m->flag); break;
     case COL_SYS_FLAG: sqlite3_result_int(ctx, m->sys_flag); break;
     case COL_BODY_CRC: sqlite3_result_int(ctx, m->body_crc); break;
