@@ -50,7 +50,9 @@
 **                                queue_offset bounds, tags = ? (tag hash
 **                                first), store_timestamp >= ? (time search)
 **                                and wait_ms = ? (long poll: when nothing
-**                                is found, wait up to wait_ms for a message)
+**                                is found, wait up to wait_ms for a message;
+**                                sqlite3_interrupt() ends the wait within
+**                                WAIT_SLICE_MS with SQLITE_INTERRUPT)
 **    "offset range"              commitlog_offset bounds: a commit-log walk
 **    "scan"                      the whole commit log in physical order,
 **                                starting at the first segment that can hold
@@ -518,8 +520,9 @@ typedef struct store_cursor {
   char *topic, *tags;
   int32_t queue_id;
   int64_t tags_code;
-  int64_t deadline; /* long poll: wait for a first row until then (monotonic ms); 0: no */
-  bool found;       /* a row was returned: no more waiting */
+  int64_t deadline;    /* long poll: wait for a first row until then (monotonic ms); 0: no */
+  sqlite3_stmt *probe; /* long poll: a statement stepped to learn of sqlite3_interrupt() */
+  bool found;          /* a row was returned: no more waiting */
   /* key look-ups */
   int64_t *offsets;
   int noffsets, ioffset;
@@ -549,6 +552,8 @@ static void cursor_reset(store_cursor *c) {
   c->noffsets = c->ioffset = 0;
   c->cq = NULL;
   c->deadline = 0;
+  sqlite3_finalize(c->probe);
+  c->probe = NULL;
   c->found = false;
   c->eof = true;
 }
@@ -604,19 +609,48 @@ static int wait_dispatched(store_cursor *c) {
   return SQLITE_OK;
 }
 
+/* How long a long poll sleeps between two looks for sqlite3_interrupt(). */
+#define WAIT_SLICE_MS 50
+
+/*
+** SQLITE_INTERRUPT once sqlite3_interrupt() was called on the connection.
+** SQLite 3.40 has no call that asks (sqlite3_is_interrupted is 3.41), but
+** it documents that a statement started after sqlite3_interrupt(), while
+** others still run, is interrupted: so a trivial statement is stepped. This
+** works the same on every version.
+*/
+static int check_interrupt(store_cursor *c) {
+  sqlite3 *db = c->vt->db;
+  if (!c->probe && sqlite3_prepare_v2(db, "SELECT 1", -1, &c->probe, NULL) != SQLITE_OK) {
+    return rmqx_vtab_error(&c->vt->base, "%s", sqlite3_errmsg(db));
+  }
+  int rc = sqlite3_step(c->probe);
+  sqlite3_reset(c->probe);
+  return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
 /*
 ** Long poll, as RocketMQ holds a pull request: while the query has returned
-** no row, sleep until the queue grows past next_offset or the deadline
-** passes; true if it grew.
+** no row, sleep until the queue grows past next_offset (*grew) or the
+** deadline passes. It sleeps in slices of WAIT_SLICE_MS and stops with
+** SQLITE_INTERRUPT when the connection is interrupted. Nothing arrives in
+** a read-only engine.
 */
-static bool wait_for_arrival(store_cursor *c) {
-  if (c->found || c->deadline == 0 ||
-      !rmq_store_wait_queue(c->vt->store, c->topic, c->queue_id, c->next_offset, c->deadline)) {
-    return false;
+static int wait_for_arrival(store_cursor *c, bool *grew) {
+  *grew = false;
+  rmq_store *s = c->vt->store;
+  if (c->found || c->deadline == 0 || rmq_store_config(s)->readonly) return SQLITE_OK;
+  for (int64_t now = rmq_monotonic_ms(); now < c->deadline && !*grew; now = rmq_monotonic_ms()) {
+    int64_t until = c->deadline - now > WAIT_SLICE_MS ? now + WAIT_SLICE_MS : c->deadline;
+    *grew = rmq_store_wait_queue(s, c->topic, c->queue_id, c->next_offset, until);
+    /* Also after an arrival: messages the tags filter rejects can keep coming. */
+    int rc = check_interrupt(c);
+    if (rc != SQLITE_OK) return rc;
   }
-  if (!c->cq) c->cq = rmq_store_find_queue(c->vt->store, c->topic, c->queue_id);
-  return true;
+  if (*grew && !c->cq) c->cq = rmq_store_find_queue(s, c->topic, c->queue_id);
+  return SQLITE_OK;
 }
+
 /*
 ** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
 ** matches, with its record. At the end of the queue, a query with wait_ms
@@ -643,7 +677,11 @@ static int cq_next(store_cursor *c) {
     }
     if (c->iterating) rmq_cq_iter_stop(&c->it);
     c->iterating = false;
-    if (c->next_offset >= c->qoff_end || !wait_for_arrival(c)) break;
+    if (c->next_offset >= c->qoff_end) break;
+    bool grew;
+    int rc = wait_for_arrival(c, &grew);
+    if (rc != SQLITE_OK) return rc;
+    if (!grew) break;
   }
   c->eof = true;
   return SQLITE_OK;
