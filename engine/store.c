@@ -550,6 +550,11 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
   }
 }
 
+int rmq_store_index_error(rmq_store *s, rmq_err *err) {
+  if (s->index.skipped.code == RMQ_OK) return RMQ_OK;
+  return rmq_err_set(err, s->index.skipped.code, "%s", s->index.skipped.msg);
+}
+
 bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v) {
   return rmq_index_service_view(&s->index, after, v);
 }
@@ -593,6 +598,7 @@ int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_
                         int64_t end, int max, int64_t *offsets, int *count, rmq_err *err) {
   size_t topic_len = strlen(topic), key_len = strlen(key);
   int found = 0;
+  if (rmq_store_index_error(s, err) != RMQ_OK) return err->code;
   int rc = rmq_index_service_query(&s->index, topic, topic_len, key, key_len, max, begin, end,
                                    offsets, &found, err);
   *count = 0;
