@@ -703,8 +703,8 @@ static bool first_index_path(const char *dir, char *path, size_t cap) {
   struct dirent *e;
   bool found = false;
   while (d && !found && (e = readdir(d)) != NULL) {
-    found = strlen(e->d_name) == 17;
-    if (found) snprintf(path, cap, "%s/%s", dir, e->d_name);
+    int n = strlen(e->d_name) == 17 ? snprintf(path, cap, "%s/%s", dir, e->d_name) : -1;
+    found = n > 0 && (size_t)n < cap;
   }
   if (d) closedir(d);
   return found;
