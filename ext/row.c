@@ -261,12 +261,9 @@ static int add_delay(row_builder *b, sqlite3_value *v) {
   if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   sqlite3_int64 level = sqlite3_value_int64(v);
   if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || level < 1 || level > b->st->delay_levels) {
-    char *levels = sqlite3_mprintf("%d", b->st->delay_levels);
-    char *msg = sqlite3_mprintf("delay_level %s is unknown: delay_levels defines levels 1 to %s",
-                                (const char *)sqlite3_value_text(v), levels);
-    sqlite3_free(levels);
-    *b->errmsg = msg;
-    return SQLITE_CONSTRAINT;
+    return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
+                       "delay_level %s is unknown: delay_levels defines levels 1 to %d",
+                       (const char *)sqlite3_value_text(v), b->st->delay_levels);
   }
   char t[16];
   int n = snprintf(t, sizeof t, "%lld", (long long)level);

@@ -154,8 +154,7 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     vt->readonly = vt->cfg.readonly;
     rmq_err err = {0};
     if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
-      *errmsg = sqlite3_mprintf("%s", err.msg);
-      rc = SQLITE_ERROR;
+      rc = rmqx_errmsg(errmsg, SQLITE_ERROR, "%s", err.msg);
     } else if (rmqx_row_state_init(&vt->row, &vt->cfg) != SQLITE_OK ||
                (vt->store && (vt->batch = rmq_batch_new(vt->store)) == NULL)) {
       rc = SQLITE_NOMEM;

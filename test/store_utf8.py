@@ -4,12 +4,15 @@ whole row when one cannot be decoded.
 
 Writing: INSERT refuses tags, keys and property values that are not UTF-8
 (sqlite3.IntegrityError naming the column and the byte offset), and the
-message can be decoded. Reading: a store written by another producer may hold
-any bytes in a topic, tags, keys or properties; the rocketmq table and the
-companion tables return such a value as a BLOB of its bytes, so that
-SELECT * works and nothing is lost; valid text stays TEXT. The store is
-made with the extension and its bytes then changed in place (a record's CRC
-covers only the body), as a producer that sends Latin-1 would write them.
+message can be decoded; so can every error message that quotes such bytes
+(a value, a path), which shows them as \\xHH.
+
+Reading: a store written by another producer may hold any bytes in a topic,
+tags, keys or properties; the rocketmq table and the companion tables
+return such a value as a BLOB of its bytes, so that SELECT * works and
+nothing is lost; valid text stays TEXT. The store is made with the
+extension and its bytes then changed in place (a record's CRC covers only
+the body), as a producer that sends Latin-1 would write them.
 Ends with the counts of test/checks.py.
 """
 import os
@@ -68,6 +71,29 @@ def writing(store):
     conn.close()
 
 
+def error_of(conn, sql):
+    try:
+        conn.execute(sql)
+    except sqlite3.Error as e:
+        return str(e)
+    return None
+
+
+def messages(store):
+    """An error that quotes bytes which are not UTF-8 shows them as \\xHH."""
+    conn = connect()
+    create(conn, store)
+    check('queue_id quoted', error_of(conn, "INSERT INTO mq(topic, queue_id, body) "
+                                            "VALUES ('T', CAST(x'41ff' AS TEXT), 'b')"),
+          'queue_id A\\xFF is not a non-negative integer')
+    check('delay_level quoted', error_of(conn, "INSERT INTO mq(topic, delay_level, body) "
+                                               "VALUES ('T', CAST(x'ffc3a9' AS TEXT), 'b')"),
+          'delay_level \\xFF\u00e9 is unknown: delay_levels defines levels 1 to 18')
+    check('a path quoted', error_of(conn, "SELECT * FROM rocketmq_commitlog(CAST(x'2f6e6fff' AS TEXT))"),
+          'rocketmq_commitlog: no store at /no\\xFF: not a directory')
+    conn.close()
+
+
 def reading(store):
     conn = connect()
     create(conn, store)
@@ -114,6 +140,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix='rmq-py-')
     try:
         writing(os.path.join(tmp, 'w'))
+        messages(os.path.join(tmp, 'm'))
         reading(os.path.join(tmp, 'r'))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
