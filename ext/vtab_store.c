@@ -62,12 +62,12 @@
 ** without what they need (topic; topic and queue_id), or refers to them
 ** where no such plan can serve (in an OR with other conditions, in an
 ** expression, as a result column but of a point read, which shows NULL), is
-** an error. Bounds are taken as SQLite
-** compares (bounds.c): reals are rounded to the integers on their side,
-** NULL matches nothing, and text that is no number bounds nothing (SQLite
-** re-checks every row anyway). A plan costs the rows it reads; a scan is
-** priced as unbounded, so that in a join SQLite reads the log through the
-** plans that the other tables' rows feed (plan_rows).
+** an error. Bounds are taken as SQLite compares (bounds.c): reals are
+** rounded to the integers on their side, NULL matches nothing, and text
+** that is no number bounds nothing (SQLite re-checks every row anyway). A
+** plan costs the rows it reads; a scan is priced as unbounded, so that in a
+** join SQLite reads the log through the plans that the other tables' rows
+** feed (plan_rows).
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
