@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,10 +404,62 @@ static int list_index_names(const char *dir, char ***names, int *n, rmq_err *err
 }
 
 /*
+** The geometry from what was written, for a file whose size neither the
+** configured geometry nor 4:1 explains. IndexFile.putKey writes items in
+** order from item 1 into a zeroed file and sets the header's indexCount (n)
+** and endPhyOffset with each; item k sits at size - 20 * (entries - k). So
+** the last item written, n - 1, is the first 20 bytes that are not all zero
+** when the file is read back from its end in steps of 20, which gives
+** entries, and then slots. It must hold endPhyOffset, link back to an older
+** item and head its slot's chain. *slots is 0 when the file holds no item
+** (any geometry reads it as empty).
+*/
+static bool geometry_from_items(const uint8_t *p, int64_t size, int32_t *slots, int32_t *entries) {
+  static const uint8_t zero[RMQ_INDEX_ITEM_SIZE];
+  int32_t n = rmq_get32(p + 36), used_slots = rmq_get32(p + 32);
+  *slots = 0;
+  if (n <= 1) return true;
+  int64_t at = size - RMQ_INDEX_ITEM_SIZE;
+  while (at > RMQ_INDEX_HEADER_SIZE && memcmp(p + at, zero, sizeof zero) == 0) {
+    at -= RMQ_INDEX_ITEM_SIZE;
+  }
+  int64_t e = n - 1 + (size - at) / RMQ_INDEX_ITEM_SIZE;
+  int64_t slot_bytes = at - RMQ_INDEX_HEADER_SIZE - (int64_t)(n - 1) * RMQ_INDEX_ITEM_SIZE;
+  if (slot_bytes < RMQ_INDEX_SLOT_SIZE || slot_bytes % RMQ_INDEX_SLOT_SIZE != 0 ||
+      slot_bytes / RMQ_INDEX_SLOT_SIZE < used_slots || e > INT32_MAX) {
+    return false;
+  }
+  int32_t sl = (int32_t)(slot_bytes / RMQ_INDEX_SLOT_SIZE);
+  const uint8_t *item = p + at;
+  int32_t hash = rmq_get32(item), prev = rmq_get32(item + 16);
+  if (rmq_get64(item + 4) != rmq_get64(p + 24) || hash < 0 || prev < 0 || prev >= n - 1) {
+    return false;
+  }
+  int64_t head = RMQ_INDEX_HEADER_SIZE + (int64_t)((uint32_t)hash % (uint32_t)sl) * 4;
+  if (rmq_get32(p + head) != n - 1) return false;
+  *slots = sl;
+  *entries = (int32_t)e;
+  return true;
+}
+
+/* geometry_from_items on the file mapped read-only; false when it cannot be read. */
+static bool written_geometry(const char *path, int64_t size, int32_t *slots, int32_t *entries) {
+  int fd = rmq_io_open(path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  void *map = rmq_io_mmap(fd, (size_t)size, 0);
+  close(fd);
+  if (map == MAP_FAILED) return false;
+  bool ok = geometry_from_items(map, size, slots, entries);
+  munmap(map, (size_t)size);
+  return ok;
+}
+
+/*
 ** The geometry of an index file of `size` bytes that a reader opens: the
 ** configured one when it fits, else RocketMQ's proportion (maxIndexNum =
 ** 4 * maxHashSlotNum, so size = 40 + 84 * slots), which the defaults
-** (5000000, 20000000) and most brokers follow.
+** (5000000, 20000000) and most brokers follow, else what its items show
+** (geometry_from_items). *slots 0: the file holds nothing.
 */
 static int readonly_geometry(rmq_index_service *s, const char *path, int64_t size, int32_t *slots,
                              int32_t *entries, rmq_err *err) {
@@ -421,10 +474,15 @@ static int readonly_geometry(rmq_index_service *s, const char *path, int64_t siz
     *entries = (int32_t)(4 * n);
     return RMQ_OK;
   }
+  if (size >= rmq_index_file_size(1, 2) && size <= INT32_MAX &&
+      written_geometry(path, size, slots, entries)) {
+    return RMQ_OK;
+  }
   return rmq_err_set(err, RMQ_ECORRUPT,
                      "index file %s is %lld bytes: index_slots %d and index_entries %d give "
-                     "%lld, and no index_slots with index_entries = 4 * index_slots fits it; "
-                     "open the store with the index_slots and index_entries it was written with",
+                     "%lld, index_entries = 4 * index_slots fits no size, and its items do not "
+                     "show its geometry; a rocketmq table with readonly=1 and the index_slots "
+                     "and index_entries it was written with reads it",
                      path, (long long)size, (int)s->slot_num, (int)s->index_num,
                      (long long)rmq_index_file_size(s->slot_num, s->index_num));
 }
@@ -438,8 +496,12 @@ static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, r
   if (!s->writable && stat(path, &st) == 0) {
     /* A read-only store cannot size an empty file (left by a crash); it holds nothing. */
     if (st.st_size == 0) return RMQ_OK;
-    int rc = readonly_geometry(s, path, (int64_t)st.st_size, &slots, &entries, err);
-    if (rc != RMQ_OK) return rc;
+    rmq_err why = {0};
+    if (readonly_geometry(s, path, (int64_t)st.st_size, &slots, &entries, &why) != RMQ_OK) {
+      if (s->skipped.code == RMQ_OK) s->skipped = why;
+      return RMQ_OK;
+    }
+    if (slots == 0) return RMQ_OK;
   }
   rmq_index_file *f;
   int rc = rmq_index_file_load(path, slots, entries, s->writable, &f, err);

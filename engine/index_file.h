@@ -137,6 +137,7 @@ typedef struct rmq_index_service {
   pthread_rwlock_t lock;      /* guards files/count/cap */
   rmq_index_file **files;     /* oldest first (name order) */
   int count, cap;
+  rmq_err skipped; /* read-only: why the first file it could not read was skipped */
 } rmq_index_service;
 
 /*
@@ -156,9 +157,11 @@ void rmq_index_service_destroy(rmq_index_service *s);
 ** file when writable, as RocketMQ maps it at full size, and is skipped when
 ** read-only. A read-only service takes each file's geometry from its size:
 ** the configured slot_num/index_num when they give that size, else
-** RocketMQ's proportion index_num = 4 * slot_num (size = 40 + 84 * slot_num);
-** any other size is RMQ_ECORRUPT naming index_slots and index_entries. Its
-** slot_num/index_num then describe the newest file loaded.
+** RocketMQ's proportion index_num = 4 * slot_num (size = 40 + 84 * slot_num),
+** else what its items show; a file that holds no item is skipped, and so is
+** one whose geometry none of these gives, with the reason in `skipped`
+** (the first such file's), so that what does not need the index still
+** reads. Its slot_num/index_num then describe the newest file loaded.
 ** After an abnormal exit (!last_exit_ok) a writable service deletes every
 ** file whose endTimestamp > checkpoint indexMsgTimestamp (0 without a
 ** checkpoint), so that dispatch rebuilds them; a read-only service keeps

@@ -582,7 +582,8 @@ int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
 ** re-checked on each record, so a hash collision never returns another key's
 ** or another topic's message; the newest max matching messages, however many
 ** other keys share the hash (each costs one record read). offsets[0..*count)
-** is ascending; offsets needs room for max entries. RMQ_ENOMEM.
+** is ascending; offsets needs room for max entries. RMQ_ENOMEM; RMQ_ECORRUPT:
+** a read-only store skipped an index file (rmq_store_index_error).
 */
 int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
                         int64_t end, int max, int64_t *offsets, int *count, rmq_err *err);
@@ -620,6 +621,13 @@ typedef struct rmq_index_item {
   int32_t prev_index; /* the previous item of the slot's chain, 0 at its end */
 } rmq_index_item;
 
+/*
+** RMQ_OK, or why a read-only store skipped an index file it could not read
+** (RMQ_ECORRUPT naming the file and what its geometry could be): key
+** look-ups and index views would miss what it holds. Reading anything else
+** is not affected.
+*/
+int rmq_store_index_error(rmq_store *s, rmq_err *err);
 /*
 ** The oldest index file whose name sorts after `after` (NULL: the oldest),
 ** into *v; false when there is none. Release each view.

@@ -737,6 +737,11 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
   }
 }
 
+int rmq_store_index_error(rmq_store *s, rmq_err *err) {
+  if (s->index.skipped.code == RMQ_OK) return RMQ_OK;
+  return rmq_err_set(err, s->index.skipped.code, "%s", s->index.skipped.msg);
+}
+
 bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v) {
   return rmq_index_service_view(&s->index, after, v);
 }
@@ -801,6 +806,9 @@ int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_
                         int64_t end, int max, int64_t *offsets, int *count, rmq_err *err) {
   key_lookup k = {s, topic, key, strlen(topic), strlen(key)};
   rmq_index_match match = {record_matches, &k};
+  *count = 0;
+  int rc = rmq_store_index_error(s, err);
+  if (rc != RMQ_OK) return rc;
   return rmq_index_service_query_matching(&s->index, topic, k.topic_len, key, k.key_len, max, begin,
                                           end, &match, offsets, count, err);
 }

@@ -200,5 +200,14 @@ typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, c
 int rmqx_properties_from_json(const char *text, rmqx_json_pair_cb cb, void *ctx, char **errmsg);
 /* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 bool rmqx_utf8_valid(const uint8_t *s, size_t n);
+/* The offset of the first byte of s that does not start valid UTF-8; n when all are valid. */
+size_t rmqx_utf8_invalid_at(const uint8_t *s, size_t n);
+/*
+** Text read from a store (n < 0: NUL-terminated) as a TEXT result, or as a
+** BLOB of the same bytes when it is not valid UTF-8: a store written by
+** another producer may hold any bytes, and TEXT that is not UTF-8 breaks
+** the callers that decode it (Python's sqlite3). del as for sqlite3_result_text.
+*/
+void rmqx_result_text_or_blob(sqlite3_context *ctx, const char *s, int n, void (*del)(void *));
 
 #endif

@@ -17,6 +17,8 @@
 **                      delay_level as RocketMQ's properties
 **    producer_fields   flag, born_timestamp, born_host
 **
+** Text (topic, tags, keys, uniq_key, properties, born_host) must be UTF-8:
+** the error names the column and the offset of the first bad byte.
 ** Producers repeat their topic and host from row to row: the ones accepted
 ** last are kept (rmqx_row_state) and not checked again. Nothing is allocated
 ** per row.
@@ -97,6 +99,19 @@ static int check_separators(row_builder *b, const char *what, const char *s, siz
                      what);
 }
 
+/*
+** Refuse text that is not UTF-8, naming what and the offset of the first bad
+** byte: SQLite keeps such bytes in a TEXT value, and a reader that decodes
+** the value (Python's sqlite3) would fail on the message later. The error
+** does not quote the text, which could not be decoded either.
+*/
+static int check_utf8(row_builder *b, const char *what, const char *s, size_t n) {
+  size_t bad = rmqx_utf8_invalid_at((const uint8_t *)s, n);
+  if (bad == n) return SQLITE_OK;
+  return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "%s: invalid UTF-8 at byte offset %lld", what,
+                     (long long)bad);
+}
+
 /* Add one property, whose name and value were checked; what names it in errors. */
 static int add_property(row_builder *b, const char *what, const char *name, size_t nlen,
                         const char *value, size_t vlen) {
@@ -136,9 +151,12 @@ static int json_pair(void *ctx, const char *name, size_t nlen, const char *value
                        "such pairs)");
   }
   row_builder *b = ctx;
+  int rc = check_utf8(b, "properties: a name", name, nlen);
+  if (rc != SQLITE_OK) return rc;
   char *what = sqlite3_mprintf("properties: %.*s", (int)nlen, name);
   if (!what) return SQLITE_NOMEM;
-  int rc = check_separators(b, what, name, nlen);
+  rc = check_utf8(b, what, value, vlen);
+  if (rc == SQLITE_OK) rc = check_separators(b, what, name, nlen);
   if (rc == SQLITE_OK) rc = check_separators(b, what, value, vlen);
   if (rc == SQLITE_OK && has_property(b, name, nlen)) {
     rc = rmqx_errmsg(errmsg, SQLITE_CONSTRAINT, "%s is given twice", what);
@@ -171,7 +189,8 @@ static int add_text_column(row_builder *b, sqlite3_value *v, const char *column,
   const char *t = value_bytes(v, &n);
   if (!t) return SQLITE_OK;
   if (n == 0) return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "%s must not be empty", column);
-  int rc = check_separators(b, column, t, n);
+  int rc = check_utf8(b, column, t, n);
+  if (rc == SQLITE_OK) rc = check_separators(b, column, t, n);
   return rc == SQLITE_OK ? add_property(b, column, property, strlen(property), t, n) : rc;
 }
 
@@ -203,6 +222,8 @@ static int check_topic(row_builder *b, sqlite3_value *v) {
   const char *t = value_bytes(v, &n);
   if (!t) return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "%s is required", "topic");
   bool same = n > 0 && n == st->last_topic_len && memcmp(t, st->last_topic, n) == 0;
+  int rc = same ? SQLITE_OK : check_utf8(b, "topic", t, n);
+  if (rc != SQLITE_OK) return rc;
   if (!same && !rmq_topic_valid(t, n)) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
                        "topic '%.*s' is not a valid RocketMQ topic: 1 to 127 characters of "
@@ -240,12 +261,9 @@ static int add_delay(row_builder *b, sqlite3_value *v) {
   if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   sqlite3_int64 level = sqlite3_value_int64(v);
   if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || level < 1 || level > b->st->delay_levels) {
-    char *levels = sqlite3_mprintf("%d", b->st->delay_levels);
-    char *msg = sqlite3_mprintf("delay_level %s is unknown: delay_levels defines levels 1 to %s",
-                                (const char *)sqlite3_value_text(v), levels);
-    sqlite3_free(levels);
-    *b->errmsg = msg;
-    return SQLITE_CONSTRAINT;
+    return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
+                       "delay_level %s is unknown: delay_levels defines levels 1 to %d",
+                       (const char *)sqlite3_value_text(v), b->st->delay_levels);
   }
   char t[16];
   int n = snprintf(t, sizeof t, "%lld", (long long)level);
@@ -285,6 +303,8 @@ static int born_host(row_builder *b, sqlite3_value *v, rmq_host *out) {
     *out = st->last_host;
     return SQLITE_OK;
   }
+  int rc = check_utf8(b, "born_host", t, n);
+  if (rc != SQLITE_OK) return rc;
   char text[sizeof st->last_host_text];
   if (n >= sizeof text || (memcpy(text, t, n), text[n] = '\0', rmq_host_parse(text, out) != 0)) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "born_host '%.*s' is not ip:port", (int)n, t);

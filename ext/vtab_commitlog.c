@@ -257,7 +257,7 @@ static void header_column(cl_cursor *c, sqlite3_context *ctx, int col) {
   if (!c->rec.header) return;
   switch (col) {
     case COL_TOPIC:
-      if (m->topic) sqlite3_result_text(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT);
+      if (m->topic) rmqx_result_text_or_blob(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT);
       break;
     case COL_QUEUE_ID: sqlite3_result_int(ctx, m->queue_id); break;
     case COL_QUEUE_OFFSET: sqlite3_result_int64(ctx, m->queue_offset); break;
@@ -277,7 +277,7 @@ static void header_column(cl_cursor *c, sqlite3_context *ctx, int col) {
         if (json == NULL) {
           sqlite3_result_error_nomem(ctx);
         } else {
-          sqlite3_result_text(ctx, json, -1, sqlite3_free);
+          rmqx_result_text_or_blob(ctx, json, -1, sqlite3_free);
         }
       }
       break;

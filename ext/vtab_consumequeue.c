@@ -189,7 +189,7 @@ static int cq_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_SIZE: sqlite3_result_int(ctx, c->entry.size); break;
     case COL_TAGS_CODE: sqlite3_result_int64(ctx, c->entry.tags_code); break;
     case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
-    case COL_TOPIC: sqlite3_result_text(ctx, c->topic, -1, SQLITE_TRANSIENT); break;
+    case COL_TOPIC: rmqx_result_text_or_blob(ctx, c->topic, -1, SQLITE_TRANSIENT); break;
     case COL_QID: sqlite3_result_int(ctx, c->queue_id); break;
   }
   return SQLITE_OK;

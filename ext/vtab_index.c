@@ -181,6 +181,10 @@ static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   if (rc == SQLITE_OK && (idx & IX_KEY)) rc = set_key(c, argv[1], &none);
   if (rc != SQLITE_OK || none) return rc;
   c->store = c->src.reader.store;
+  rmq_err err = {0};
+  if (rmq_store_index_error(c->store, &err) != RMQ_OK) {
+    return rmqx_vtab_error(cur->pVtab, "rocketmq_index: %s", err.msg);
+  }
   c->in_file = rmq_store_index_view(c->store, NULL, &c->view);
   if (c->in_file) seek(c, first_entry(c));
   return SQLITE_OK;

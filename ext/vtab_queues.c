@@ -153,7 +153,7 @@ static int qs_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   qs_cursor *c = (qs_cursor *)cur;
   const qs_row *r = &c->rows[c->i];
   switch (col) {
-    case COL_TOPIC: sqlite3_result_text(ctx, r->topic, -1, SQLITE_TRANSIENT); break;
+    case COL_TOPIC: rmqx_result_text_or_blob(ctx, r->topic, -1, SQLITE_TRANSIENT); break;
     case COL_QUEUE_ID: sqlite3_result_int(ctx, r->queue_id); break;
     case COL_MIN: sqlite3_result_int64(ctx, r->min); break;
     case COL_MAX: sqlite3_result_int64(ctx, r->max); break;

@@ -21,7 +21,10 @@
 **
 ** Columns: see STORE_SCHEMA; rowid is commitlog_offset. delay_level, key and
 ** wait_ms are HIDDEN: delay_level is an INSERT input, key and wait_ms are
-** search inputs.
+** search inputs. A topic, tags, keys, uniq_key or properties that another
+** producer wrote in bytes that are not UTF-8 reads as a BLOB of those bytes
+** (TEXT that is not UTF-8 breaks readers that decode it); body_text is NULL
+** for such a body.
 **
 ** INSERT. The row is checked (row.c: topic rules and not a system topic, queue id,
 ** sizes, JSON properties, delay level) before anything is appended; a bad
@@ -30,7 +33,8 @@
 ** each row is appended when it is inserted and last_insert_rowid() is its
 ** commit-log offset. Inside BEGIN ... COMMIT rows are kept per connection
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
-** TO and a failed statement drop exactly their rows. With flush='sync' the
+** TO and a failed statement drop exactly their rows; DROP TABLE is refused
+** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' the
 ** append returns only once on disk. UPDATE and DELETE are refused: the log
 ** is append-only. A readonly=1 table refuses INSERT even when this process
 ** also has the store open for writing.
@@ -46,19 +50,24 @@
 **                                queue_offset bounds, tags = ? (tag hash
 **                                first), store_timestamp >= ? (time search)
 **                                and wait_ms = ? (long poll: when nothing
-**                                is found, wait up to wait_ms for a message)
+**                                is found, wait up to wait_ms for a message;
+**                                sqlite3_interrupt() ends the wait within
+**                                WAIT_SLICE_MS with SQLITE_INTERRUPT)
 **    "offset range"              commitlog_offset bounds: a commit-log walk
 **    "scan"                      the whole commit log in physical order,
 **                                starting at the first segment that can hold
 **                                store_timestamp >= ? when given
 ** key and wait_ms are no columns SQLite can re-check, so their plans win over
-** the point reads, and a query that gives them without what they need
-** (topic; topic and queue_id) is an error. Bounds are taken as SQLite
-** compares (bounds.c): reals are rounded to the integers on their side,
-** NULL matches nothing, and text that is no number bounds nothing (SQLite
-** re-checks every row anyway). A plan costs the rows it reads; a scan is
-** priced as unbounded, so that in a join SQLite reads the log through the
-** plans that the other tables' rows feed (plan_rows).
+** the point reads, they take only `=` (and IN), and a query that gives them
+** without what they need (topic; topic and queue_id), or refers to them
+** where no such plan can serve (in an OR with other conditions, in an
+** expression, as a result column but of a point read, which shows NULL), is
+** an error. Bounds are taken as SQLite compares (bounds.c): reals are
+** rounded to the integers on their side, NULL matches nothing, and text
+** that is no number bounds nothing (SQLite re-checks every row anyway). A
+** plan costs the rows it reads; a scan is priced as unbounded, so that in a
+** join SQLite reads the log through the plans that the other tables' rows
+** feed (plan_rows).
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
@@ -145,8 +154,7 @@ static int store_init(sqlite3 *db, int argc, const char *const *argv, bool creat
     vt->readonly = vt->cfg.readonly;
     rmq_err err = {0};
     if (rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK && create) {
-      *errmsg = sqlite3_mprintf("%s", err.msg);
-      rc = SQLITE_ERROR;
+      rc = rmqx_errmsg(errmsg, SQLITE_ERROR, "%s", err.msg);
     } else if (rmqx_row_state_init(&vt->row, &vt->cfg) != SQLITE_OK ||
                (vt->store && (vt->batch = rmq_batch_new(vt->store)) == NULL)) {
       rc = SQLITE_NOMEM;
@@ -195,6 +203,21 @@ static int store_disconnect(sqlite3_vtab *base) {
   sqlite3_free(vt->dir);
   sqlite3_free(vt);
   return SQLITE_OK;
+}
+
+/*
+** DROP TABLE. SQLite frees the dropped table's object now, even inside a
+** transaction that ROLLBACK TO can take back to before the DROP, and then
+** calls no xSync or xRollbackTo on it: rows it holds for COMMIT would be lost
+** while the table came back. So a DROP is refused while rows are pending,
+** with SQLITE_LOCKED ("database table is locked"), as SQLite refuses to drop
+** a table a statement still reads: SQLite shows no message of xDestroy's.
+** The store's files stay.
+*/
+static int store_destroy(sqlite3_vtab *base) {
+  store_vtab *vt = (store_vtab *)base;
+  if (vt->batch && rmq_batch_count(vt->batch) > 0) return SQLITE_LOCKED_VTAB;
+  return store_disconnect(base);
 }
 
 /* ------------------------------------------------------------- xBestIndex */
@@ -334,34 +357,105 @@ static bool order_consumed(sqlite3_index_info *info, plan p) {
 }
 
 /*
-** key and wait_ms have no value of their own to re-check: a plan that does
-** not use them would silently drop every row. When a value they need comes
-** from a table not yet read, the plan is refused (SQLITE_CONSTRAINT) and
-** SQLite picks a join order in which it is usable; when the query lacks
-** what they need, it is an error.
+** key and wait_ms have no value of their own to re-check: key is the key a
+** look-up searched for (NULL in any other plan), wait_ms is always NULL. So
+** they take only `=` (and IN), and a plan that does not use them while the
+** query refers to them (colUsed: in an OR with other conditions, in an
+** expression, as a result) would give wrong rows. When a value they need
+** comes from a table not yet read, the plan is refused (SQLITE_CONSTRAINT)
+** and SQLite picks a join order in which it is usable. Otherwise such a plan
+** is priced out and fails when run (DEFER_KEY, DEFER_WAIT in idxNum), so
+** that SQLite prefers a plan that works: `(key = 'a' OR key = 'b')` is
+** also planned branch by branch, where a branch lacks topic = ?, and as
+** `key IN ('a', 'b')`, which works.
 */
-static int check_search_inputs(sqlite3_vtab *base, int present, int avail, plan p) {
-  int pending = present & ~avail;
-  if ((present & BIT(S_KEY)) && p != PLAN_KEY) {
-    if (pending & (BIT(S_KEY) | BIT(S_TOPIC))) return SQLITE_CONSTRAINT;
-    return rmqx_vtab_error(base, "%s",
-                           "key = ? needs topic = ? in the same query: the index "
-                           "holds topic#key");
+#define DEFER_KEY (1 << 29)
+#define DEFER_WAIT (1 << 30)
+#define COST_UNUSABLE 1e300
+
+static const char key_needs[] = "key = ? needs topic = ? in the same query: the index holds "
+                                "topic#key";
+static const char wait_needs[] = "wait_ms = ? needs topic = ? AND queue_id = ? (and no key = ?) "
+                                 "in the same query: it long-polls one consume queue";
+
+/* An operator as SQL writes it after its column. */
+static const char *op_text(int op) {
+  switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_GT: return "> ?";
+    case SQLITE_INDEX_CONSTRAINT_GE: return ">= ?";
+    case SQLITE_INDEX_CONSTRAINT_LT: return "< ?";
+    case SQLITE_INDEX_CONSTRAINT_LE: return "<= ?";
+    case SQLITE_INDEX_CONSTRAINT_NE: return "!= ?";
+    case SQLITE_INDEX_CONSTRAINT_LIKE: return "LIKE ?";
+    case SQLITE_INDEX_CONSTRAINT_GLOB: return "GLOB ?";
+    case SQLITE_INDEX_CONSTRAINT_REGEXP: return "REGEXP ?";
+    case SQLITE_INDEX_CONSTRAINT_MATCH: return "MATCH ?";
+    case SQLITE_INDEX_CONSTRAINT_IS: return "IS ?";
+    case SQLITE_INDEX_CONSTRAINT_ISNOT: return "IS NOT ?";
+    case SQLITE_INDEX_CONSTRAINT_ISNULL: return "IS NULL";
+    case SQLITE_INDEX_CONSTRAINT_ISNOTNULL: return "IS NOT NULL";
+    default: return "?";
   }
-  if ((present & BIT(S_WAIT)) && p != PLAN_CQ) {
-    if (!(present & BIT(S_KEY)) && (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
+}
+
+/*
+** An operator other than = on key or wait_ms is an error that names it. The
+** highest op is named: SQLite adds >= and < terms for `key LIKE 'a'`.
+*/
+static int check_search_ops(sqlite3_vtab *base, const sqlite3_index_info *info) {
+  const struct sqlite3_index_constraint *bad = NULL;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    if (c->iColumn != COL_KEY && c->iColumn != COL_WAIT_MS) continue;
+    if (!bad || c->op > bad->op) bad = c;
+  }
+  if (!bad) return SQLITE_OK;
+  if (bad->iColumn == COL_KEY) {
+    return rmqx_vtab_error(base,
+                           "key %s: key takes only key = ? or key IN (...), with topic = ?: it "
+                           "looks keys up in the index",
+                           op_text(bad->op));
+  }
+  return rmqx_vtab_error(base,
+                         "wait_ms %s: wait_ms takes only wait_ms = ?, with topic = ? AND "
+                         "queue_id = ?: it is how long to wait",
+                         op_text(bad->op));
+}
+
+/*
+** Does the query refer to col other than through a constraint? Not counted:
+** UPDATE and DELETE, which read every column (bit 63, beyond the last
+** column), and a point read, whose one row shows key and wait_ms as NULL.
+*/
+static bool col_used(const sqlite3_index_info *info, plan p, int col) {
+  if ((info->colUsed >> 63) || p == PLAN_OFFSET || p == PLAN_MSGID) return false;
+  return (info->colUsed >> col) & 1;
+}
+
+/* SQLITE_CONSTRAINT for a plan to refuse, else SQLITE_OK with the DEFER_* bits of the plan. */
+static int check_search_inputs(const sqlite3_index_info *info, int present, int avail, plan p,
+                               int use, int *defer) {
+  int pending = present & ~avail;
+  *defer = 0;
+  if ((present & BIT(S_KEY) || col_used(info, p, COL_KEY)) && !(use & BIT(S_KEY))) {
+    if ((present & BIT(S_KEY)) && (pending & (BIT(S_KEY) | BIT(S_TOPIC)))) return SQLITE_CONSTRAINT;
+    *defer |= DEFER_KEY;
+  }
+  if ((present & BIT(S_WAIT) || col_used(info, p, COL_WAIT_MS)) && !(use & BIT(S_WAIT))) {
+    if ((present & BIT(S_WAIT)) && !(present & BIT(S_KEY)) &&
+        (pending & (BIT(S_WAIT) | BIT(S_TOPIC) | BIT(S_QUEUE)))) {
       return SQLITE_CONSTRAINT;
     }
-    return rmqx_vtab_error(base, "%s",
-                           "wait_ms = ? needs topic = ? AND queue_id = ? (and no "
-                           "key = ?) in the same query: it long-polls one consume "
-                           "queue");
+    *defer |= DEFER_WAIT;
   }
   return SQLITE_OK;
 }
 
 static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   int slot_of[S_COUNT], avail = 0, present = 0;
+  int rc = check_search_ops(base, info);
+  if (rc != SQLITE_OK) return rc;
   for (int s = 0; s < S_COUNT; s++) slot_of[s] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
@@ -372,9 +466,9 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
       avail |= BIT(s);
     }
   }
-  int use;
+  int use, defer;
   plan p = choose_plan(avail, &use);
-  int rc = check_search_inputs(base, present, avail, p);
+  rc = check_search_inputs(info, present, avail, p, use, &defer);
   if (rc != SQLITE_OK) return rc;
   int argv_index = 0;
   bool in_used = false;
@@ -386,10 +480,10 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
     info->aConstraintUsage[i].omit = s == S_KEY || s == S_WAIT;
     in_used = in_used || sqlite3_vtab_in(info, i, -1);
   }
-  info->idxNum = use;
+  info->idxNum = use | defer;
   info->idxStr = plan_name(p, use);
   info->needToFreeIdxStr = 1;
-  info->estimatedCost = plan_rows(p, use);
+  info->estimatedCost = defer ? COST_UNUSABLE : plan_rows(p, use);
   info->estimatedRows = (sqlite3_int64)plan_rows(p, use);
   if (p == PLAN_OFFSET || p == PLAN_MSGID) info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
   info->orderByConsumed = !in_used && order_consumed(info, p);
@@ -425,8 +519,9 @@ typedef struct store_cursor {
   char *topic, *tags;
   int32_t queue_id;
   int64_t tags_code;
-  int64_t deadline; /* long poll: wait for a first row until then (monotonic ms); 0: no */
-  bool found;       /* a row was returned: no more waiting */
+  int64_t deadline;    /* long poll: wait for a first row until then (monotonic ms); 0: no */
+  sqlite3_stmt *probe; /* long poll: a statement stepped to learn of sqlite3_interrupt() */
+  bool found;          /* a row was returned: no more waiting */
   /* key look-ups */
   int64_t *offsets;
   int noffsets, ioffset;
@@ -456,6 +551,8 @@ static void cursor_reset(store_cursor *c) {
   c->noffsets = c->ioffset = 0;
   c->cq = NULL;
   c->deadline = 0;
+  sqlite3_finalize(c->probe);
+  c->probe = NULL;
   c->found = false;
   c->eof = true;
 }
@@ -511,19 +608,48 @@ static int wait_dispatched(store_cursor *c) {
   return SQLITE_OK;
 }
 
+/* How long a long poll sleeps between two looks for sqlite3_interrupt(). */
+#define WAIT_SLICE_MS 50
+
+/*
+** SQLITE_INTERRUPT once sqlite3_interrupt() was called on the connection.
+** SQLite 3.40 has no call that asks (sqlite3_is_interrupted is 3.41), but
+** it documents that a statement started after sqlite3_interrupt(), while
+** others still run, is interrupted: so a trivial statement is stepped. This
+** works the same on every version.
+*/
+static int check_interrupt(store_cursor *c) {
+  sqlite3 *db = c->vt->db;
+  if (!c->probe && sqlite3_prepare_v2(db, "SELECT 1", -1, &c->probe, NULL) != SQLITE_OK) {
+    return rmqx_vtab_error(&c->vt->base, "%s", sqlite3_errmsg(db));
+  }
+  int rc = sqlite3_step(c->probe);
+  sqlite3_reset(c->probe);
+  return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
 /*
 ** Long poll, as RocketMQ holds a pull request: while the query has returned
-** no row, sleep until the queue grows past next_offset or the deadline
-** passes; true if it grew.
+** no row, sleep until the queue grows past next_offset (*grew) or the
+** deadline passes. It sleeps in slices of WAIT_SLICE_MS and stops with
+** SQLITE_INTERRUPT when the connection is interrupted. Nothing arrives in
+** a read-only engine.
 */
-static bool wait_for_arrival(store_cursor *c) {
-  if (c->found || c->deadline == 0 ||
-      !rmq_store_wait_queue(c->vt->store, c->topic, c->queue_id, c->next_offset, c->deadline)) {
-    return false;
+static int wait_for_arrival(store_cursor *c, bool *grew) {
+  *grew = false;
+  rmq_store *s = c->vt->store;
+  if (c->found || c->deadline == 0 || rmq_store_config(s)->readonly) return SQLITE_OK;
+  for (int64_t now = rmq_monotonic_ms(); now < c->deadline && !*grew; now = rmq_monotonic_ms()) {
+    int64_t until = c->deadline - now > WAIT_SLICE_MS ? now + WAIT_SLICE_MS : c->deadline;
+    *grew = rmq_store_wait_queue(s, c->topic, c->queue_id, c->next_offset, until);
+    /* Also after an arrival: messages the tags filter rejects can keep coming. */
+    int rc = check_interrupt(c);
+    if (rc != SQLITE_OK) return rc;
   }
-  if (!c->cq) c->cq = rmq_store_find_queue(c->vt->store, c->topic, c->queue_id);
-  return true;
+  if (*grew && !c->cq) c->cq = rmq_store_find_queue(s, c->topic, c->queue_id);
+  return SQLITE_OK;
 }
+
 /*
 ** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
 ** matches, with its record. At the end of the queue, a query with wait_ms
@@ -550,7 +676,11 @@ static int cq_next(store_cursor *c) {
     }
     if (c->iterating) rmq_cq_iter_stop(&c->it);
     c->iterating = false;
-    if (c->next_offset >= c->qoff_end || !wait_for_arrival(c)) break;
+    if (c->next_offset >= c->qoff_end) break;
+    bool grew;
+    int rc = wait_for_arrival(c, &grew);
+    if (rc != SQLITE_OK) return rc;
+    if (!grew) break;
   }
   c->eof = true;
   return SQLITE_OK;
@@ -697,6 +827,9 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
   (void)idx_str;
   store_cursor *c = (store_cursor *)base;
   cursor_reset(c);
+  if (idx_num & (DEFER_KEY | DEFER_WAIT)) {
+    return rmqx_vtab_error(base->pVtab, "%s", idx_num & DEFER_KEY ? key_needs : wait_needs);
+  }
   int rc = store_ready(c->vt);
   if (rc != SQLITE_OK) return rc;
   c->eof = false;
@@ -759,7 +892,16 @@ static const rmq_property_value *cursor_property(store_cursor *c, int which) {
 
 static void result_property(sqlite3_context *ctx, store_cursor *c, int which) {
   const rmq_property_value *v = cursor_property(c, which);
-  if (v->value) sqlite3_result_text(ctx, v->value, (int)v->len, SQLITE_TRANSIENT);
+  if (v->value) rmqx_result_text_or_blob(ctx, v->value, (int)v->len, SQLITE_TRANSIENT);
+}
+
+static void result_properties(sqlite3_context *ctx, const rmq_message *m) {
+  char *json = rmqx_properties_json(m->properties, (size_t)m->properties_len);
+  if (json) {
+    rmqx_result_text_or_blob(ctx, json, -1, sqlite3_free);
+  } else {
+    sqlite3_result_error_nomem(ctx);
+  }
 }
 
 static void result_host(sqlite3_context *ctx, const rmq_host *h) {
@@ -780,7 +922,7 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
       sqlite3_result_text(ctx, id, -1, SQLITE_TRANSIENT);
       break;
     case COL_UNIQ_KEY: result_property(ctx, c, PROP_UNIQ_KEY); break;
-    case COL_TOPIC: sqlite3_result_text(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT); break;
+    case COL_TOPIC: rmqx_result_text_or_blob(ctx, m->topic, m->topic_len, SQLITE_TRANSIENT); break;
     case COL_QUEUE_ID: sqlite3_result_int(ctx, m->queue_id); break;
     case COL_QUEUE_OFFSET: sqlite3_result_int64(ctx, m->queue_offset); break;
     case COL_TAGS: result_property(ctx, c, PROP_TAGS); break;
@@ -791,10 +933,7 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
         sqlite3_result_text(ctx, (const char *)m->body, m->body_len, SQLITE_TRANSIENT);
       }
       break;
-    case COL_PROPERTIES:
-      sqlite3_result_text(ctx, rmqx_properties_json(m->properties, (size_t)m->properties_len), -1,
-                          sqlite3_free);
-      break;
+    case COL_PROPERTIES: result_properties(ctx, m); break;
     case COL_FLAG: sqlite3_result_int(ctx, m->flag); break;
     case COL_SYS_FLAG: sqlite3_result_int(ctx, m->sys_flag); break;
     case COL_BODY_CRC: sqlite3_result_int(ctx, m->body_crc); break;
@@ -953,13 +1092,23 @@ static int store_savepoint(sqlite3_vtab *base, int level) {
   return rmq_batch_savepoint(vt->batch, level, &err) == RMQ_OK ? SQLITE_OK : SQLITE_NOMEM;
 }
 
+/*
+** Level -1 is the transaction itself: ROLLBACK TO a savepoint that began the
+** transaction (SAVEPOINT outside BEGIN) drops every row, and its RELEASE
+** closes every level.
+*/
 static int store_release(sqlite3_vtab *base, int level) {
-  rmq_batch_release(((store_vtab *)base)->batch, level);
+  rmq_batch_release(((store_vtab *)base)->batch, level < 0 ? 0 : level);
   return SQLITE_OK;
 }
 
 static int store_rollback_to(sqlite3_vtab *base, int level) {
-  rmq_batch_rollback_to(((store_vtab *)base)->batch, level);
+  store_vtab *vt = (store_vtab *)base;
+  if (level < 0) {
+    rmq_batch_clear(vt->batch);
+  } else {
+    rmq_batch_rollback_to(vt->batch, level);
+  }
   return SQLITE_OK;
 }
 
@@ -975,7 +1124,7 @@ static sqlite3_module store_module = {
     .xConnect = store_connect,
     .xBestIndex = store_best_index,
     .xDisconnect = store_disconnect,
-    .xDestroy = store_disconnect,
+    .xDestroy = store_destroy,
     .xOpen = store_open,
     .xClose = store_close,
     .xFilter = store_filter,
