@@ -306,7 +306,9 @@ static int born_host(row_builder *b, sqlite3_value *v, rmq_host *out) {
   int rc = check_utf8(b, "born_host", t, n);
   if (rc != SQLITE_OK) return rc;
   char text[sizeof st->last_host_text];
-  if (n >= sizeof text || (memcpy(text, t, n), text[n] = '\0', rmq_host_parse(text, out) != 0)) {
+  /* A NUL would end the C string early: '1.2.3.4:80\0junk' must not pass as 1.2.3.4:80. */
+  if (n >= sizeof text || memchr(t, '\0', n) != NULL ||
+      (memcpy(text, t, n), text[n] = '\0', rmq_host_parse(text, out) != 0)) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "born_host '%.*s' is not ip:port", (int)n, t);
   }
   memcpy(st->last_host_text, text, n + 1);
