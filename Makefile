@@ -7,6 +7,10 @@
 #   make test             install missing Debian packages (as root), then check
 #   make asan             the suite built with ASan+UBSan in build-asan/
 #   make tsan             the suite built with TSan in build-tsan/
+#   make torture          the crash loops, long: SIGKILL during large COMMITs
+#                         (TORTURE_TXN_KILLS), of sync producers
+#                         (TORTURE_SYNC_KILLS), and the two-engine cases
+#                         (TORTURE_ENGINE_ROUNDS); `make check` runs a few of each
 #   make bench            build and run test/bench/*
 #   make demo             the README's first command
 #   make install          the extension, the engine library and its headers
@@ -64,7 +68,7 @@ BENCHES := $(BENCH_SRC:test/bench/%.c=$(BUILD)/bench/%)
 ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 TSAN_FLAGS = -fsanitize=thread
 
-.PHONY: all check test asan tsan bench demo install uninstall fuzz fuzz-build format \
+.PHONY: all check test asan tsan torture bench demo install uninstall fuzz fuzz-build format \
         format-check clean FORCE
 .DELETE_ON_ERROR:
 # Keep the objects of the test programs, which only pattern rules name.
@@ -109,6 +113,14 @@ $(BUILD)/bench/%: $(BUILD)/obj/test/bench/%.o $(LIBENGINE)
 
 check: all $(TESTS) $(HELPERS) $(BENCHES)
 	test/run.sh $(BUILD) '$(T)'
+
+TORTURE_TXN_KILLS ?= 40
+TORTURE_SYNC_KILLS ?= 50
+TORTURE_ENGINE_ROUNDS ?= 200
+torture: all $(TESTS)
+	RMQ_TORTURE_KILLS=$(TORTURE_TXN_KILLS) test/run.sh $(BUILD) '^test_txn_crash$$'
+	RMQ_TORTURE_KILLS=$(TORTURE_SYNC_KILLS) test/run.sh $(BUILD) '^test_sync_torture$$'
+	RMQ_TORTURE_ENGINES=$(TORTURE_ENGINE_ROUNDS) test/run.sh $(BUILD) '^store_engines\.py$$'
 
 test:
 	test/deps.sh
