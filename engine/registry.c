@@ -102,6 +102,7 @@ static const setting settings[] = {
     SETTING(warm_mapped_file, SET_BOOL),
     SETTING(use_spin_lock, SET_BOOL),
     SETTING(flush_interval_ms, SET_INT),
+    SETTING(max_reconsume_times, SET_INT),
 };
 
 /* The setting's value in cfg, as an argument would give it. */

@@ -106,6 +106,8 @@ int rmq_msg_id_parse(const char *hex, size_t len, rmq_host *store_host, int64_t 
 #define RMQ_PROPERTY_DELAY "DELAY"
 #define RMQ_PROPERTY_REAL_TOPIC "REAL_TOPIC"
 #define RMQ_PROPERTY_REAL_QID "REAL_QID"
+#define RMQ_PROPERTY_RETRY_TOPIC "RETRY_TOPIC"             /* a retried message's first topic */
+#define RMQ_PROPERTY_ORIGIN_MESSAGE_ID "ORIGIN_MESSAGE_ID" /* the msgId it was first stored as */
 
 /* A property's value as rmq_properties_find reports it; value NULL when absent. */
 typedef struct rmq_property_value {
@@ -237,6 +239,7 @@ typedef struct rmq_config {
   bool warm_mapped_file;        /* pre-fault and mlock new CommitLog segments */
   bool use_spin_lock;           /* put lock: spin instead of a mutex */
   int flush_interval_ms;        /* 500: FlushRealTimeService */
+  int max_reconsume_times;      /* 16: retries before rmq_store_send_back goes to %DLQ% */
 } rmq_config;
 
 /* RocketMQ's defaults. */
@@ -573,6 +576,59 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
 */
 #define RMQ_DISPATCH_WAIT_MS 30000
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
+
+/* ------------------------------------------------------- consumer groups */
+
+/*
+** Consumer groups as a broker keeps them: each group's next offset per
+** queue in <dir>/config/consumerOffset.json (ConsumerOffsetManager), and
+** messages a consumer gives back re-stored for a later retry
+** (SendMessageProcessor.consumerSendMsgBack). Group names follow
+** RocketMQ's rule: 1..255 characters of [%|a-zA-Z0-9_-].
+*/
+#define RMQ_RETRY_GROUP_TOPIC_PREFIX "%RETRY%"
+#define RMQ_DLQ_GROUP_TOPIC_PREFIX "%DLQ%"
+
+/* One committed position. */
+typedef struct rmq_group_offset {
+  char group[256];
+  char topic[RMQ_MAX_TOPIC_LEN + 1];
+  int32_t queue_id;
+  int64_t offset; /* the next queue offset the group reads */
+} rmq_group_offset;
+
+/*
+** Commit group's next offset in (topic, queue_id), durably: the file is
+** written and synced before this returns, and commits from several threads
+** share a write. offset may be anything from 0 to the queue's max offset
+** (everything read). RMQ_EINVAL, naming the argument: a group or topic
+** that is not valid, a negative offset, or one beyond the max offset, or a
+** read-only store; RMQ_ENOTFOUND: the store has no such queue; nothing is
+** then written. RMQ_EIO, RMQ_ENOMEM.
+*/
+int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, int32_t queue_id,
+                            int64_t offset, rmq_err *err);
+/*
+** Every committed position, a malloc'd array the caller frees, in the
+** order the file lists them. A read-only store reads the file each call (a
+** writer elsewhere may have changed it). RMQ_ECORRUPT: the file and its
+** .bak do not parse (the parser names the byte offset). RMQ_ENOMEM, RMQ_EIO.
+*/
+int rmq_store_group_offsets(rmq_store *s, rmq_group_offset **out, int *count, rmq_err *err);
+
+/*
+** A consumer of group gives back the message at commitlog_offset: it is
+** stored again, with reconsume_times + 1, RETRY_TOPIC (its topic, unless it
+** has one) and ORIGIN_MESSAGE_ID (its msgId, unless it has one), into
+** %RETRY%<group> queue 0 through delay level 3 + reconsume_times (the last
+** level at most), or, once reconsume_times reaches max_reconsume_times,
+** straight into %DLQ%<group> queue 0. *new_offset: the new record's
+** commit-log offset. RMQ_EINVAL: a group that is not valid (or longer than
+** a retry topic allows), a read-only store; RMQ_ENOTFOUND / RMQ_ECORRUPT:
+** no message at commitlog_offset. rmq_store_put's errors.
+*/
+int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
+                        int64_t *new_offset, rmq_err *err);
 
 /* ------------------------------------------------------------ index files */
 

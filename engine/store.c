@@ -34,12 +34,14 @@
 #include "checkpoint.h"
 #include "commitlog_iter.h"
 #include "consume_queue.h"
+#include "consumer_offset.h"
 #include "flush.h"
 #include "index_file.h"
 #include "io.h"
 #include "properties.h"
 #include "reput.h"
 #include "service_thread.h"
+#include "topic_config.h"
 
 /* How long open waits for the dispatcher to catch up with the recovered log. */
 #define CATCH_UP_TIMEOUT_MS 600000
@@ -59,6 +61,8 @@ struct rmq_store {
   rmq_flush_service *flush;
   rmq_reput_service *reput;
   rmq_cq_flush_service *cq_flush;
+  rmq_consumer_offset_manager *offsets; /* NULL when read-only */
+  rmq_topic_config_manager *topics;     /* NULL when read-only */
   char recovery_report[768];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
   _Atomic int64_t latency_buckets[RMQ_LATENCY_BUCKETS];
@@ -82,6 +86,7 @@ void rmq_config_init(rmq_config *cfg) {
   rmq_host_parse("127.0.0.1:10911", &cfg->store_host);
   cfg->sync_flush_timeout_ms = 5000;
   cfg->flush_interval_ms = 500;
+  cfg->max_reconsume_times = 16;
 }
 
 int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err) {
@@ -136,6 +141,7 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   if (!rc) rc = check_range("disk_max_used_ratio", cfg->disk_max_used_ratio, 10, 95, err);
   if (!rc) rc = check_range("sync_flush_timeout_ms", cfg->sync_flush_timeout_ms, 1, 3600000, err);
   if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
+  if (!rc) rc = check_range("max_reconsume_times", cfg->max_reconsume_times, 0, 10000, err);
   if (!rc && cfg->transient_store_pool > 0 && cfg->flush_sync) {
     rc = rmq_err_set(err, RMQ_EINVAL,
                      "transient_store_pool requires flush='async' (as in "
@@ -483,6 +489,9 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   if (rc == RMQ_OK) rc = recover(s, err);
   if (rc != RMQ_OK || !writable) return rc;
   rc = start_services(s, err);
+  if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
+  if (rc == RMQ_OK) rc = rmq_tcm_load(s->dir, s, &s->topics, err);
+  if (rc == RMQ_OK) rc = rmq_tcm_start(s->topics, err);
   if (rc == RMQ_OK) rc = create_abort(s, err);
   return rc;
 }
@@ -568,6 +577,8 @@ void rmq_store_close(rmq_store *s) {
   bool started = s->flush != NULL;
   rmq_flush_service_free(s->flush);
   rmq_reput_free(s->reput);
+  rmq_tcm_free(s->topics);
+  rmq_com_free(s->offsets);
   rmq_cq_flush_service_free(s->cq_flush);
   rmq_allocate_service_free(s->allocate);
   s->commitlog.mfq.allocate = NULL;
@@ -677,6 +688,7 @@ int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
   int rc = rmq_flush_all(s->flush, flushed_offset, err);
   if (rc == RMQ_OK) rc = rmq_reput_wait_for(s->reput, *flushed_offset, CATCH_UP_TIMEOUT_MS, err);
   if (rc == RMQ_OK) rc = rmq_cq_flush_all(s->cq_flush, err);
+  if (rc == RMQ_OK) rc = rmq_tcm_sync(s->topics, err);
   return rc;
 }
 
@@ -686,6 +698,7 @@ rmq_commitlog *rmq_store_commitlog(rmq_store *s) { return &s->commitlog; }
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
 rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
 rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->cfg.readonly ? NULL : s->reput; }
+rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s) { return s->offsets; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
 
 /* ------------------------------------------------------------- queries */

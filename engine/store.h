@@ -11,11 +11,12 @@
 #include "reput.h"
 #include "rmq.h"
 
-/* The store's parts (NULL reput in a read-only store). */
+/* The store's parts (NULL reput and offset manager in a read-only store). */
 rmq_commitlog *rmq_store_commitlog(rmq_store *s);
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
 rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
+struct rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s);
 /*
 ** RMQ_EINVAL, naming the limit, when a path under dir would pass PATH_MAX (the longest name under
 ** a store is known: a consume-queue segment of a topic of the longest length).

@@ -47,6 +47,7 @@ static const arg_spec arg_specs[] = {
     INT_ARG(sync_flush_timeout_ms),
     INT_ARG(transient_store_pool),
     {"warm_mapped_file", ARG_BOOL, offsetof(rmq_config, warm_mapped_file), 0},
+    INT_ARG(max_reconsume_times),
 };
 
 /*
@@ -180,7 +181,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
                               "index_entries, max_message_size, default_queues, delay_levels, "
                               "file_reserved_hours, delete_when, disk_max_used_ratio, readonly, "
                               "store_host, sync_flush_timeout_ms, transient_store_pool, "
-                              "warm_mapped_file)",
+                              "warm_mapped_file, max_reconsume_times)",
                               k);
     rc = SQLITE_ERROR;
   } else {

@@ -1,0 +1,150 @@
+/*
+** send_back.c: SendMessageProcessor.consumerSendMsgBack, a consumer giving
+** a message back (see rmq_store_send_back in rmq.h).
+**
+** The message read at the offset is stored again as the broker builds
+** its copy: body, flag, sys flag, born time and host are kept, the
+** properties are copied with RETRY_TOPIC and ORIGIN_MESSAGE_ID added when
+** absent, and reconsume times goes up by one. Below max_reconsume_times
+** the copy goes to %RETRY%<group> with DELAY = 3 + reconsume times, so
+** the put stores it in SCHEDULE_TOPIC_XXXX and the schedule service
+** delivers it when due; past it, to %DLQ%<group> at once. Both have one
+** queue (retryQueueNums, DLQ_NUMS_PER_GROUP). DELAY, REAL_TOPIC and
+** REAL_QID of an earlier delay are dropped: the put sets them anew.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "properties.h"
+#include "store.h"
+
+/* RocketMQ retries from level 3 (10 s with the default levels) on. */
+#define FIRST_RETRY_LEVEL 3
+
+typedef struct copy_props {
+  char buf[RMQ_MAX_PROPERTIES_LEN + 1];
+  size_t len;
+  bool has_retry_topic, has_origin_id;
+} copy_props;
+
+static bool is(const char *name, size_t n, const char *want) {
+  return n == strlen(want) && memcmp(name, want, n) == 0;
+}
+
+static int put_prop(copy_props *p, const char *name, const char *value, size_t value_len,
+                    rmq_err *err) {
+  if (rmq_properties_put(p->buf, sizeof p->buf - 1, &p->len, name, strlen(name), value,
+                         value_len) == 0) {
+    return RMQ_OK;
+  }
+  return rmq_err_set(err, RMQ_EINVAL,
+                     "the message's properties with %s added pass the limit of %d bytes", name,
+                     RMQ_MAX_PROPERTIES_LEN);
+}
+
+/* The properties of the copy, but DELAY and the level to add. */
+static int copy_properties(const rmq_message *m, copy_props *p, rmq_err *err) {
+  rmq_properties_iter it;
+  const char *name, *value;
+  size_t nlen, vlen;
+  rmq_properties_iter_init(&it, m->properties, (size_t)m->properties_len);
+  while (rmq_properties_next(&it, &name, &nlen, &value, &vlen)) {
+    if (is(name, nlen, RMQ_PROPERTY_DELAY) || is(name, nlen, RMQ_PROPERTY_REAL_TOPIC) ||
+        is(name, nlen, RMQ_PROPERTY_REAL_QID)) {
+      continue;
+    }
+    p->has_retry_topic |= is(name, nlen, RMQ_PROPERTY_RETRY_TOPIC);
+    p->has_origin_id |= is(name, nlen, RMQ_PROPERTY_ORIGIN_MESSAGE_ID);
+    if (rmq_properties_put(p->buf, sizeof p->buf - 1, &p->len, name, nlen, value, vlen) != 0) {
+      return rmq_err_set(err, RMQ_EINVAL, "the message's properties pass the limit of %d bytes",
+                         RMQ_MAX_PROPERTIES_LEN);
+    }
+  }
+  int rc = RMQ_OK;
+  if (!p->has_retry_topic) {
+    rc = put_prop(p, RMQ_PROPERTY_RETRY_TOPIC, m->topic, (size_t)m->topic_len, err);
+  }
+  if (rc == RMQ_OK && !p->has_origin_id) {
+    char id[RMQ_MSG_ID_MAX];
+    rmq_msg_id_format(&m->store_host, m->physical_offset, id);
+    rc = put_prop(p, RMQ_PROPERTY_ORIGIN_MESSAGE_ID, id, strlen(id), err);
+  }
+  return rc;
+}
+
+static int check_group(rmq_store *s, const char *group, rmq_err *err) {
+  if (rmq_store_config(s)->readonly) {
+    return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", rmq_store_dir(s));
+  }
+  size_t n = strlen(group);
+  if (!rmq_group_valid(group, n)) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "group \"%.255s\" is not a valid RocketMQ group (1..255 characters of "
+                       "[%%|a-zA-Z0-9_-])",
+                       group);
+  }
+  size_t max = RMQ_MAX_TOPIC_LEN - strlen(RMQ_RETRY_GROUP_TOPIC_PREFIX);
+  if (n > max) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "group \"%s\" is %zu characters: its retry topic %s<group> would pass "
+                       "the topic limit of %d (groups that send back: at most %zu)",
+                       group, n, RMQ_RETRY_GROUP_TOPIC_PREFIX, RMQ_MAX_TOPIC_LEN, max);
+  }
+  return RMQ_OK;
+}
+
+/* Build the copy of m in *copy (pointing into m, p and topic) and put it. */
+static int store_copy(rmq_store *s, const char *group, const rmq_message *m, copy_props *p,
+                      int64_t *new_offset, rmq_err *err) {
+  const rmq_config *cfg = rmq_store_config(s);
+  bool dead = m->reconsume_times >= cfg->max_reconsume_times;
+  char topic[RMQ_MAX_TOPIC_LEN + 1];
+  snprintf(topic, sizeof topic, "%s%s",
+           dead ? RMQ_DLQ_GROUP_TOPIC_PREFIX : RMQ_RETRY_GROUP_TOPIC_PREFIX, group);
+  int rc = copy_properties(m, p, err);
+  if (rc == RMQ_OK && !dead) {
+    int64_t levels[RMQ_MAX_DELAY_LEVELS];
+    int count;
+    rc = rmq_parse_delay_levels(cfg->delay_levels, levels, RMQ_MAX_DELAY_LEVELS, &count, err);
+    int64_t level = (int64_t)FIRST_RETRY_LEVEL + m->reconsume_times;
+    char text[24];
+    int len = snprintf(text, sizeof text, "%lld", (long long)(level < count ? level : count));
+    if (rc == RMQ_OK) rc = put_prop(p, RMQ_PROPERTY_DELAY, text, (size_t)len, err);
+  }
+  if (rc != RMQ_OK) return rc;
+  rmq_message copy = {
+      .topic = topic,
+      .topic_len = (int32_t)strlen(topic),
+      .queue_id = 0,
+      .flag = m->flag,
+      .body = m->body,
+      .body_len = m->body_len,
+      .properties = p->buf,
+      .properties_len = (int32_t)p->len,
+      .sys_flag = m->sys_flag,
+      .born_timestamp = m->born_timestamp,
+      .born_host = m->born_host,
+      .reconsume_times = m->reconsume_times + 1,
+  };
+  rmq_put_result res;
+  rc = rmq_store_put(s, &copy, 1, &res, err);
+  if (rc == RMQ_OK) *new_offset = res.physical_offset;
+  return rc;
+}
+
+int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
+                        int64_t *new_offset, rmq_err *err) {
+  int rc = check_group(s, group, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_commitlog_ref ref = {0};
+  rmq_message m;
+  rc = rmq_store_read(s, commitlog_offset, &ref, &m, err);
+  if (rc != RMQ_OK) return rc;
+  copy_props *p = calloc(1, sizeof *p);
+  rc = p ? store_copy(s, group, &m, p, new_offset, err)
+         : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  free(p);
+  rmq_commitlog_ref_release(&ref);
+  return rc;
+}

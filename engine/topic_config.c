@@ -1,0 +1,185 @@
+/*
+** topic_config.c: TopicConfigManager (see topic_config.h).
+**
+** A broker creates a topic's config when a producer first sends to it
+** (TopicConfigManager.createTopicInSendMessageMethod); here the dispatcher
+** creates consume queues, and a service compares the store's queues with
+** the table every RMQ_TOPIC_CONFIG_INTERVAL_MS: a topic is added with as
+** many queues as its highest queue id + 1, a known topic grows to cover a
+** new queue, and the file is persisted when anything changed, with
+** dataVersion's counter bumped (DataVersion.nextVersion). Topics the file
+** held are kept, with their settings. Retry topics get perm 6 and dead
+** letter topics perm 2 (write only), as SendMessageProcessor creates them.
+*/
+#include "topic_config.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_json.h"
+#include "config_manager.h"
+#include "service_thread.h"
+#include "store.h"
+
+#define PERM_READ_WRITE 6 /* PermName.PERM_READ | PERM_WRITE */
+#define PERM_WRITE 2
+
+struct rmq_topic_config_manager {
+  rmq_service_thread thread;
+  rmq_store *store;
+  pthread_mutex_t mu; /* the table: the service and rmq_tcm_sync's callers */
+  rmq_topic_config *topics;
+  int n, cap;
+  int64_t counter;
+  bool dirty;
+  char path[PATH_MAX];
+};
+
+static rmq_topic_config *find(rmq_topic_config_manager *m, const char *topic) {
+  for (int i = 0; i < m->n; i++) {
+    if (strcmp(m->topics[i].topic, topic) == 0) return &m->topics[i];
+  }
+  return NULL;
+}
+
+static rmq_topic_config *add(rmq_topic_config_manager *m, const rmq_topic_config *t) {
+  if (m->n == m->cap) {
+    int cap = m->cap ? m->cap * 2 : 16;
+    rmq_topic_config *grown = realloc(m->topics, (size_t)cap * sizeof *grown);
+    if (!grown) return NULL;
+    m->topics = grown;
+    m->cap = cap;
+  }
+  m->topics[m->n] = *t;
+  return &m->topics[m->n++];
+}
+
+static int load_topic(void *ctx, const rmq_topic_config *t) {
+  rmq_topic_config_manager *m = ctx;
+  rmq_topic_config *have = find(m, t->topic);
+  if (have) {
+    *have = *t;
+    return RMQ_OK;
+  }
+  return add(m, t) ? RMQ_OK : RMQ_ENOMEM;
+}
+
+static int parse_file(void *ctx, const char *text, size_t len, rmq_err *err) {
+  rmq_topic_config_manager *m = ctx;
+  m->n = 0;
+  int rc = rmq_topic_configs_parse(text, len, load_topic, m, err);
+  if (rc == RMQ_ENOMEM) rmq_err_set(err, rc, "out of memory loading %s", m->path);
+  return rc;
+}
+
+/* RocketMQ's retry and dead-letter topics (MixAll.getRetryTopic, getDLQTopic). */
+static int perm_of(const char *topic) {
+  size_t n = strlen(RMQ_DLQ_GROUP_TOPIC_PREFIX);
+  return strncmp(topic, RMQ_DLQ_GROUP_TOPIC_PREFIX, n) == 0 ? PERM_WRITE : PERM_READ_WRITE;
+}
+
+/* Cover queue_id of topic; under m->mu. RMQ_ENOMEM. */
+static int note_queue(rmq_topic_config_manager *m, const char *topic, int32_t queue_id) {
+  rmq_topic_config *t = find(m, topic);
+  if (t && t->read_queues > queue_id && t->write_queues > queue_id) return RMQ_OK;
+  if (!t) {
+    rmq_topic_config fresh = {.perm = perm_of(topic)};
+    snprintf(fresh.topic, sizeof fresh.topic, "%s", topic);
+    if (!(t = add(m, &fresh))) return RMQ_ENOMEM;
+  }
+  if (t->read_queues <= queue_id) t->read_queues = queue_id + 1;
+  if (t->write_queues <= queue_id) t->write_queues = queue_id + 1;
+  m->dirty = true;
+  return RMQ_OK;
+}
+
+/* A broker always has SCHEDULE_TOPIC_XXXX, one queue per delay level (TopicConfigManager). */
+static int note_schedule_topic(rmq_topic_config_manager *m, rmq_err *err) {
+  int64_t levels[RMQ_MAX_DELAY_LEVELS];
+  int count;
+  int rc = rmq_parse_delay_levels(rmq_store_config(m->store)->delay_levels, levels,
+                                  RMQ_MAX_DELAY_LEVELS, &count, err);
+  if (rc == RMQ_OK && note_queue(m, RMQ_SCHEDULE_TOPIC, count - 1) != RMQ_OK) {
+    rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  return rc;
+}
+
+int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out,
+                 rmq_err *err) {
+  *out = NULL;
+  rmq_topic_config_manager *m = calloc(1, sizeof *m);
+  if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  m->store = s;
+  pthread_mutex_init(&m->mu, NULL);
+  snprintf(m->path, sizeof m->path, "%s/config/topics.json", store_dir);
+  int from;
+  int rc = rmq_config_load(m->path, parse_file, m, &from, err);
+  if (rc == RMQ_OK && from == RMQ_CONFIG_NONE && err->code != RMQ_OK) rc = err->code;
+  if (rc == RMQ_OK) rc = note_schedule_topic(m, err);
+  if (rc != RMQ_OK) {
+    pthread_mutex_destroy(&m->mu);
+    free(m->topics);
+    free(m);
+    return rc;
+  }
+  *out = m;
+  return RMQ_OK;
+}
+
+/* Under m->mu: the file, when the table changed since it was written. */
+static int persist_locked(rmq_topic_config_manager *m, rmq_err *err) {
+  if (!m->dirty) return RMQ_OK;
+  char *text = rmq_topic_configs_format(m->topics, m->n, m->counter + 1, rmq_now_ms());
+  if (!text) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int rc = rmq_config_persist(m->path, text, strlen(text), err);
+  free(text);
+  if (rc == RMQ_OK) {
+    m->counter++;
+    m->dirty = false;
+  }
+  return rc;
+}
+
+int rmq_tcm_sync(rmq_topic_config_manager *m, rmq_err *err) {
+  rmq_queue_info *queues;
+  int n;
+  int rc = rmq_store_queues(m->store, &queues, &n, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_mutex_lock(&m->mu);
+  for (int i = 0; rc == RMQ_OK && i < n; i++)
+    rc = note_queue(m, queues[i].topic, queues[i].queue_id);
+  if (rc == RMQ_ENOMEM) rmq_err_set(err, rc, "out of memory");
+  if (rc == RMQ_OK) rc = persist_locked(m, err);
+  pthread_mutex_unlock(&m->mu);
+  free(queues);
+  return rc;
+}
+
+/* A failed persist is tried again at the next interval: the table stays dirty. */
+static void run(rmq_service_thread *self) {
+  rmq_topic_config_manager *m = self->arg;
+  while (!rmq_service_thread_stopped(self)) {
+    rmq_service_thread_wait(self, RMQ_TOPIC_CONFIG_INTERVAL_MS);
+    rmq_err err = {0};
+    rmq_tcm_sync(m, &err);
+  }
+}
+
+int rmq_tcm_start(rmq_topic_config_manager *m, rmq_err *err) {
+  rmq_service_thread_init(&m->thread, "TopicConfigManager", run, m);
+  return rmq_service_thread_start(&m->thread, err);
+}
+
+void rmq_tcm_free(rmq_topic_config_manager *m) {
+  if (!m) return;
+  rmq_service_thread_shutdown(&m->thread);
+  rmq_err err = {0};
+  rmq_tcm_sync(m, &err);
+  pthread_mutex_destroy(&m->mu);
+  free(m->topics);
+  free(m);
+}

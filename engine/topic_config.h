@@ -1,0 +1,29 @@
+/*
+** topic_config.h: TopicConfigManager, the topics of a store with their
+** queue counts, kept in <store>/config/topics.json in RocketMQ's format so
+** that a broker started on the directory serves them.
+*/
+#ifndef RMQ_TOPIC_CONFIG_H
+#define RMQ_TOPIC_CONFIG_H
+
+#include "rmq.h"
+
+typedef struct rmq_topic_config_manager rmq_topic_config_manager;
+
+/*
+** Load config/topics.json under store_dir (or its .bak), so that topics a
+** broker created are kept; an empty table when neither exists. The
+** service that keeps it up to date with s's queues is not started yet.
+** RMQ_ECORRUPT (a file that does not parse, and no .bak that does),
+** RMQ_ENOMEM, RMQ_EIO.
+*/
+int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, rmq_err *err);
+/* Start the service: every RMQ_TOPIC_CONFIG_INTERVAL_MS it adds the queues that appeared. */
+#define RMQ_TOPIC_CONFIG_INTERVAL_MS 1000
+int rmq_tcm_start(rmq_topic_config_manager *m, rmq_err *err);
+/* Add the store's queues now and persist the file if anything changed. RMQ_EIO, RMQ_ENOMEM. */
+int rmq_tcm_sync(rmq_topic_config_manager *m, rmq_err *err);
+/* Stop the service, sync a last time (errors are dropped: the next open syncs again), free. */
+void rmq_tcm_free(rmq_topic_config_manager *m);
+
+#endif
