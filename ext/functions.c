@@ -31,6 +31,25 @@
 **                              is open in this process: close it first") nor
 **                              for writing in another. The next open
 **                              recovers the consume queues and the index.
+**    rocketmq_commit_offset(dir, group, topic, queue_id, next_offset)
+**                              commit a consumer group's next offset in a
+**                              queue into dir/config/consumerOffset.json,
+**                              written and synced before it returns (commits
+**                              of several threads share a write); returns
+**                              next_offset. next_offset runs from 0 to the
+**                              queue's max offset (all read). The store must
+**                              be open for writing in this process. Each bad
+**                              argument is an error naming it ("rocketmq_
+**                              commit_offset: queue 9 of topic T does not
+**                              exist in store DIR"), and nothing is written.
+**    rocketmq_send_back(dir, group, commitlog_offset)
+**                              a consumer of group gives the message at
+**                              commitlog_offset back: it is stored again in
+**                              %RETRY%group through delay level 3 +
+**                              reconsume_times, or in %DLQ%group once
+**                              reconsume_times reaches the table's
+**                              max_reconsume_times (rmq_store_send_back);
+**                              returns the new record's commit-log offset.
 **    rocketmq_java_hash(text)  Java's String.hashCode of text taken as UTF-16
 **                              units (the tags code of a TAGS value, and the
 **                              index hash before abs): INTEGER, NULL for NULL.
@@ -41,6 +60,8 @@
 ** written by someone else (a view, a trigger) cannot reach files with them;
 ** rocketmq_java_hash is SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS.
 */
+
+#include <stdint.h>
 
 #include "rmq_ext.h"
 
@@ -102,6 +123,75 @@ static void repair_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
 }
 
+/* An INTEGER argument, or false after setting the error that names it and shows the value. */
+static bool int_arg(sqlite3_context *ctx, const char *fn, const char *name, sqlite3_value *v,
+                    int64_t *out) {
+  if (sqlite3_value_type(v) == SQLITE_INTEGER) {
+    *out = sqlite3_value_int64(v);
+    return true;
+  }
+  if (sqlite3_value_type(v) == SQLITE_NULL) {
+    rmqx_result_error(ctx, "%s: %s is NULL, not an integer", fn, name);
+  } else {
+    rmqx_result_error(ctx, "%s: %s must be an integer, not '%s'", fn, name,
+                      (const char *)sqlite3_value_text(v));
+  }
+  return false;
+}
+
+/* A TEXT argument (NULL gives an error naming it). */
+static const char *text_arg(sqlite3_context *ctx, const char *fn, const char *name,
+                            sqlite3_value *v) {
+  const char *t = (const char *)sqlite3_value_text(v);
+  if (t == NULL) rmqx_result_error(ctx, "%s: %s is NULL", fn, name);
+  return t;
+}
+
+/* rocketmq_commit_offset(dir, group, topic, queue_id, next_offset) */
+static void commit_offset_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  static const char fn[] = "rocketmq_commit_offset";
+  const char *group = text_arg(ctx, fn, "group", argv[1]);
+  const char *topic = group ? text_arg(ctx, fn, "topic", argv[2]) : NULL;
+  int64_t queue_id, offset;
+  if (!topic || !int_arg(ctx, fn, "queue_id", argv[3], &queue_id) ||
+      !int_arg(ctx, fn, "next_offset", argv[4], &offset)) {
+    return;
+  }
+  if (queue_id < 0 || queue_id > INT32_MAX) {
+    rmqx_result_error(ctx, "%s: queue_id %lld is out of range (0..%d)", fn, (long long)queue_id,
+                      INT32_MAX);
+    return;
+  }
+  rmq_store *s = open_store(ctx, fn, argv[0]);
+  if (s == NULL) return;
+  rmq_err err = {0};
+  if (rmq_store_commit_offset(s, group, topic, (int32_t)queue_id, offset, &err) == RMQ_OK) {
+    sqlite3_result_int64(ctx, offset);
+  } else {
+    rmqx_result_error(ctx, "%s: %s", fn, err.msg);
+  }
+  rmq_store_release(s);
+}
+
+/* rocketmq_send_back(dir, group, commitlog_offset) */
+static void send_back_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  static const char fn[] = "rocketmq_send_back";
+  const char *group = text_arg(ctx, fn, "group", argv[1]);
+  int64_t offset, new_offset = 0;
+  if (!group || !int_arg(ctx, fn, "commitlog_offset", argv[2], &offset)) return;
+  rmq_store *s = open_store(ctx, fn, argv[0]);
+  if (s == NULL) return;
+  rmq_err err = {0};
+  if (rmq_store_send_back(s, group, offset, &new_offset, &err) == RMQ_OK) {
+    sqlite3_result_int64(ctx, new_offset);
+  } else {
+    rmqx_result_error(ctx, "%s: %s", fn, err.msg);
+  }
+  rmq_store_release(s);
+}
+
 /* rocketmq_java_hash(text) */
 static void java_hash_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
@@ -113,18 +203,21 @@ static void java_hash_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 int rmqx_register_functions(sqlite3 *db) {
   static const struct {
     const char *name;
+    int n_args;
     void (*fn)(sqlite3_context *, int, sqlite3_value **);
     int flags;
   } funcs[] = {
-      {"rocketmq_flush", flush_func, SQLITE_DIRECTONLY},
-      {"rocketmq_clean", clean_func, SQLITE_DIRECTONLY},
-      {"rocketmq_repair", repair_func, SQLITE_DIRECTONLY},
-      {"rocketmq_java_hash", java_hash_func, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS},
+      {"rocketmq_flush", 1, flush_func, SQLITE_DIRECTONLY},
+      {"rocketmq_clean", 1, clean_func, SQLITE_DIRECTONLY},
+      {"rocketmq_repair", 1, repair_func, SQLITE_DIRECTONLY},
+      {"rocketmq_commit_offset", 5, commit_offset_func, SQLITE_DIRECTONLY},
+      {"rocketmq_send_back", 3, send_back_func, SQLITE_DIRECTONLY},
+      {"rocketmq_java_hash", 1, java_hash_func, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS},
   };
   int rc = SQLITE_OK;
   for (size_t i = 0; rc == SQLITE_OK && i < sizeof funcs / sizeof funcs[0]; i++) {
-    rc = sqlite3_create_function(db, funcs[i].name, 1, SQLITE_UTF8 | funcs[i].flags, 0, funcs[i].fn,
-                                 0, 0);
+    rc = sqlite3_create_function(db, funcs[i].name, funcs[i].n_args, SQLITE_UTF8 | funcs[i].flags,
+                                 0, funcs[i].fn, 0, 0);
   }
   return rc;
 }
