@@ -123,10 +123,13 @@ static void repair_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
 }
 
-/* An INTEGER argument, or false after setting the error that names it and shows the value. */
+/*
+** An integer argument (text that reads as one counts, as with INTEGER affinity), or false
+** after setting the error that names it and shows the value.
+*/
 static bool int_arg(sqlite3_context *ctx, const char *fn, const char *name, sqlite3_value *v,
                     int64_t *out) {
-  if (sqlite3_value_type(v) == SQLITE_INTEGER) {
+  if (sqlite3_value_numeric_type(v) == SQLITE_INTEGER) {
     *out = sqlite3_value_int64(v);
     return true;
   }
