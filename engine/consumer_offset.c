@@ -68,7 +68,6 @@ static int load_entry(void *ctx, const rmq_consumer_offset *o) {
 
 static int parse_file(void *ctx, const char *text, size_t len, rmq_err *err) {
   rmq_consumer_offset_manager *m = ctx;
-  m->n = 0; /* a broken file's entries do not mix with its .bak's */
   int rc = rmq_consumer_offsets_parse(text, len, load_entry, m, err);
   if (rc == RMQ_ENOMEM) rmq_err_set(err, rc, "out of memory loading %s", m->path);
   return rc;
@@ -83,7 +82,6 @@ int rmq_com_load(const char *store_dir, rmq_consumer_offset_manager **out, rmq_e
   snprintf(m->path, sizeof m->path, "%s/config/consumerOffset.json", store_dir);
   int from;
   int rc = rmq_config_load(m->path, parse_file, m, &from, err);
-  if (rc == RMQ_OK && from == RMQ_CONFIG_NONE && err->code != RMQ_OK) rc = err->code;
   if (rc != RMQ_OK) {
     rmq_com_free(m);
     return rc;

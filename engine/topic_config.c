@@ -69,7 +69,6 @@ static int load_topic(void *ctx, const rmq_topic_config *t) {
 
 static int parse_file(void *ctx, const char *text, size_t len, rmq_err *err) {
   rmq_topic_config_manager *m = ctx;
-  m->n = 0;
   int rc = rmq_topic_configs_parse(text, len, load_topic, m, err);
   if (rc == RMQ_ENOMEM) rmq_err_set(err, rc, "out of memory loading %s", m->path);
   return rc;
@@ -118,7 +117,6 @@ int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager *
   snprintf(m->path, sizeof m->path, "%s/config/topics.json", store_dir);
   int from;
   int rc = rmq_config_load(m->path, parse_file, m, &from, err);
-  if (rc == RMQ_OK && from == RMQ_CONFIG_NONE && err->code != RMQ_OK) rc = err->code;
   if (rc == RMQ_OK) rc = note_schedule_topic(m, err);
   if (rc != RMQ_OK) {
     pthread_mutex_destroy(&m->mu);
