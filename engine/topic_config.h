@@ -18,7 +18,10 @@ typedef struct rmq_topic_config_manager rmq_topic_config_manager;
 ** RMQ_ENOMEM, RMQ_EIO.
 */
 int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, rmq_err *err);
-/* Start the service: every RMQ_TOPIC_CONFIG_INTERVAL_MS it adds the queues that appeared. */
+/*
+** Sync once (the file exists from the first open on), then start the service: every
+** RMQ_TOPIC_CONFIG_INTERVAL_MS it adds the queues that appeared. rmq_tcm_sync's errors.
+*/
 #define RMQ_TOPIC_CONFIG_INTERVAL_MS 1000
 int rmq_tcm_start(rmq_topic_config_manager *m, rmq_err *err);
 /* Add the store's queues now and persist the file if anything changed. RMQ_EIO, RMQ_ENOMEM. */
