@@ -167,7 +167,10 @@ static void run(rmq_service_thread *self) {
   }
 }
 
+/* The file is written once at the start, so that a store always has it. */
 int rmq_tcm_start(rmq_topic_config_manager *m, rmq_err *err) {
+  int rc = rmq_tcm_sync(m, err);
+  if (rc != RMQ_OK) return rc;
   rmq_service_thread_init(&m->thread, "TopicConfigManager", run, m);
   return rmq_service_thread_start(&m->thread, err);
 }
