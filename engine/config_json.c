@@ -482,7 +482,10 @@ static int topics_topic(cj *r, const char *key, size_t key_pos, void *ctx) {
                        "the key, found \"%.64s\"",
                        key_pos, RMQ_MAX_TOPIC_LEN, key);
   }
-  c->t = (rmq_topic_config){.read_queues = 16, .write_queues = 16, .perm = 6};
+  /* Zeroed whole, so that two parses of one topic compare equal byte for byte. */
+  memset(&c->t, 0, sizeof c->t);
+  c->t.read_queues = c->t.write_queues = 16;
+  c->t.perm = 6;
   snprintf(c->t.topic, sizeof c->t.topic, "%s", key);
   int rc = cj_object(r, topics_field, c);
   if (rc != RMQ_OK || c->fn == NULL) return rc;
