@@ -136,8 +136,9 @@ static int cj_char(cj *r, unsigned *cp) {
     if (rc == RMQ_OK && *cp == 0) return cj_fail(r, "a string without \\u0000");
     return rc;
   }
-  if (e == NULL || *e == '\0')
+  if (e == NULL || *e == '\0') {
     return cj_fail(r, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");
+  }
   r->pos++;
   *cp = (unsigned char)to[e - from];
   return RMQ_OK;
@@ -149,6 +150,7 @@ static int cj_char(cj *r, unsigned *cp) {
 */
 static int cj_string(cj *r, char *out, size_t cap) {
   int rc = cj_expect(r, '"', "'\"'");
+  if (rc != RMQ_OK) return rc;
   size_t n = 0, start = r->pos - 1;
   while (rc == RMQ_OK) {
     if (r->pos >= r->len) return cj_fail(r, "'\"' closing the string");
@@ -266,10 +268,9 @@ static int cj_skip(cj *r);
 
 static int cj_skip_array(cj *r) {
   int rc = cj_enter(r, '[', "'['");
-  bool more = cj_peek(r) != ']';
   if (rc != RMQ_OK) return rc;
-  if (!more) return r->pos++, r->depth--, RMQ_OK;
-  while (more && rc == RMQ_OK) {
+  if (cj_peek(r) == ']') return r->pos++, r->depth--, RMQ_OK;
+  for (bool more = true; more && rc == RMQ_OK;) {
     rc = cj_skip(r);
     if (rc == RMQ_OK) rc = cj_more(r, ']', &more);
   }
@@ -304,8 +305,15 @@ static int cj_key(cj *r, char *key, size_t cap) {
   size_t start = r->pos;
   int64_t v;
   int rc = cj_digits(r, &v);
-  if (rc == RMQ_OK) snprintf(key, cap, "%.*s", (int)(r->pos - start), r->text + start);
-  return rc;
+  if (rc != RMQ_OK) return rc;
+  /* Leading zeros can make a small integer long. */
+  if (r->pos - start >= cap) {
+    r->pos = start;
+    return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: key longer than %zu bytes", start,
+                       cap - 1);
+  }
+  snprintf(key, cap, "%.*s", (int)(r->pos - start), r->text + start);
+  return RMQ_OK;
 }
 
 /* Walks an object (null reads as an empty one): member reads or skips each value. */
@@ -329,6 +337,7 @@ static int cj_object(cj *r, cj_member_fn member, void *ctx) {
 static int cj_document(const char *text, size_t len, cj_member_fn member, void *ctx, rmq_err *err) {
   cj r = {.text = text, .len = len, .err = err};
   if (text == NULL) return rmq_err_set(err, RMQ_EINVAL, "no text to parse");
+  if (cj_peek(&r) != '{') return cj_fail(&r, "'{'");
   int rc = cj_object(&r, member, ctx);
   if (rc == RMQ_OK && cj_peek(&r) >= 0) return cj_fail(&r, "the end of the text");
   return rc;
@@ -439,8 +448,6 @@ typedef struct topics_ctx {
   int (*fn)(void *ctx, const rmq_topic_config *t);
   void *ctx;
   rmq_topic_config t;
-  bool named;
-  size_t key_pos;
 } topics_ctx;
 
 static int topics_int32(cj *r, const char *what, int64_t max, int32_t *out) {
@@ -534,13 +541,15 @@ static void sb_add(sb *b, const char *s, size_t n) {
 
 static void sb_put(sb *b, const char *s) { sb_add(b, s, strlen(s)); }
 
+/* Short formatted pieces: a number and its punctuation. */
 __attribute__((format(printf, 2, 3))) static void sb_printf(sb *b, const char *fmt, ...) {
-  char buf[64];
+  char buf[128];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  sb_add(b, buf, n < 0 ? 0 : (size_t)n);
+  if (n < 0 || (size_t)n >= sizeof buf) b->oom = true;
+  sb_add(b, buf, (size_t)n);
 }
 
 /* A quoted string as fastjson escapes it. */
@@ -585,7 +594,7 @@ static int cmp_key(const rmq_consumer_offset *a, const rmq_consumer_offset *b) {
   return c ? c : strcmp(a->group, b->group);
 }
 
-/* Orders entry indexes by topic, group, then index: a stable grouping. */
+/* Orders entry indexes by topic, group, then index. */
 static int cmp_by_key(const void *x, const void *y, void *entries) {
   const rmq_consumer_offset *e = entries;
   int a = *(const int *)x, b = *(const int *)y;
@@ -593,45 +602,47 @@ static int cmp_by_key(const void *x, const void *y, void *entries) {
   return c ? c : (a > b) - (a < b);
 }
 
-/* For each entry, the index of the first entry of its topic@group. */
-static int *first_of_key(const rmq_consumer_offset *entries, int n) {
-  int *order = malloc(sizeof *order * (size_t)n), *first = malloc(sizeof *first * (size_t)n);
-  if (order == NULL || first == NULL) {
-    free(order);
-    free(first);
-    return NULL;
+/* One topic@group: the entries order[k..] that share entries[order[k]]'s key. */
+static void offsets_group_format(sb *b, const rmq_consumer_offset *entries, int n, const int *order,
+                                 int k) {
+  const rmq_consumer_offset *head = &entries[order[k]];
+  char key[sizeof head->topic + sizeof head->group + 1];
+  snprintf(key, sizeof key, "%s@%s", head->topic, head->group);
+  sb_string(b, key);
+  sb_put(b, ":{");
+  for (int j = k; j < n && cmp_key(&entries[order[j]], head) == 0; j++) {
+    const rmq_consumer_offset *e = &entries[order[j]];
+    sb_printf(b, "%s%" PRId32 ":%" PRId64, j > k ? "," : "", e->queue_id, e->offset);
   }
-  for (int i = 0; i < n; i++) order[i] = i;
+  sb_put(b, "\n\t\t}");
+}
+
+/*
+** The entries sorted by key (order), and for each entry that is the first of
+** its topic@group, where its group starts in order (-1 for the others).
+*/
+static void group_entries(const rmq_consumer_offset *entries, int n, int *order, int *start) {
+  for (int i = 0; i < n; i++) order[i] = i, start[i] = -1;
   qsort_r(order, (size_t)n, sizeof *order, cmp_by_key, (void *)entries);
-  for (int i = 0; i < n; i++) {
-    bool same = i > 0 && cmp_key(&entries[order[i]], &entries[order[i - 1]]) == 0;
-    first[order[i]] = same ? first[order[i - 1]] : order[i];
+  for (int k = 0; k < n; k++) {
+    if (k == 0 || cmp_key(&entries[order[k]], &entries[order[k - 1]]) != 0) start[order[k]] = k;
   }
-  free(order);
-  return first;
 }
 
 char *rmq_consumer_offsets_format(const rmq_consumer_offset *entries, int n) {
-  int *first = n > 0 ? first_of_key(entries, n) : NULL;
-  if (n > 0 && first == NULL) return NULL;
-  sb b = {0};
+  int *order = malloc(sizeof *order * (size_t)(n + 1)),
+      *start = malloc(sizeof *start * (size_t)(n + 1));
+  sb b = {.oom = order == NULL || start == NULL};
+  if (!b.oom) group_entries(entries, n, order, start);
   sb_put(&b, "{\n\t\"offsetTable\":{");
-  for (int i = 0, groups = 0; i < n; i++) {
-    if (first[i] != i) continue;
-    char key[sizeof entries->topic + sizeof entries->group + 1];
-    snprintf(key, sizeof key, "%s@%s", entries[i].topic, entries[i].group);
+  for (int i = 0, groups = 0; i < n && !b.oom; i++) {
+    if (start[i] < 0) continue;
     sb_put(&b, groups++ ? ",\n\t\t" : "\n\t\t");
-    sb_string(&b, key);
-    sb_put(&b, ":{");
-    for (int j = i, queues = 0; j < n; j++) {
-      if (first[j] != i) continue;
-      sb_printf(&b, "%s%" PRId32 ":%" PRId64, queues++ ? "," : "", entries[j].queue_id,
-                entries[j].offset);
-    }
-    sb_put(&b, "\n\t\t}");
+    offsets_group_format(&b, entries, n, order, start[i]);
   }
   sb_put(&b, n > 0 ? "\n\t}\n}" : "}\n}");
-  free(first);
+  free(order);
+  free(start);
   return sb_finish(&b);
 }
 

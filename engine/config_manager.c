@@ -130,8 +130,9 @@ static int sync_dir(const char *path, rmq_err *err) {
   char dir[PATH_MAX];
   config_dir(path, dir);
   int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
-  if (fd < 0)
+  if (fd < 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot open directory %s: %s", dir, strerror(errno));
+  }
   int rc = RMQ_OK;
   if (rmq_io_fsync(fd) != 0) {
     rc = rmq_err_set(err, RMQ_EIO, "cannot fsync directory %s: %s", dir, strerror(errno));

@@ -27,7 +27,11 @@
 ** <store>/config) when missing. RMQ_EINVAL: path NULL, empty or too long
 ** for ".tmp" and ".bak" to be added. RMQ_EIO: a call failed, named with the
 ** file and errno ("cannot fsync config/x.json.tmp: Input/output error");
-** <path> then still holds its old text. RMQ_ENOMEM.
+** <path> then still holds its old text, except when the directory's fsync
+** failed: the new text is in place but may not survive a crash.
+** RMQ_ECORRUPT: the old <path> is larger than RMQ_CONFIG_MAX_SIZE, so it
+** cannot be kept in .bak. RMQ_ENOMEM. Persists of one path must not run at once (they share .tmp):
+** RocketMQ's ConfigManager.persist is synchronized too.
 */
 int rmq_config_persist(const char *path, const char *text, size_t len, rmq_err *err);
 

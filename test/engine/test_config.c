@@ -60,6 +60,23 @@ static int collect_offset(void *ctx, const rmq_consumer_offset *o) {
   return RMQ_OK;
 }
 
+/* Entries parsed back in group order: group g's queue q is g * 1000 + q. */
+typedef struct offsets_seen {
+  int n, bad;
+} offsets_seen;
+
+static int check_offset(void *ctx, const rmq_consumer_offset *o) {
+  offsets_seen *s = ctx;
+  int g = s->n / 16, q = s->n % 16;
+  char group[16];
+  snprintf(group, sizeof group, "G%d", g);
+  if (strcmp(o->group, group) != 0 || o->queue_id != q || o->offset != (int64_t)g * 1000 + q) {
+    s->bad++;
+  }
+  s->n++;
+  return RMQ_OK;
+}
+
 typedef struct topics {
   rmq_topic_config t[16];
   int n;
@@ -201,6 +218,33 @@ static void test_round_trips(void) {
   CHECK_EQ_STR(text, "{\n\t\"dataVersion\":{\n\t\t\"counter\":0,\n\t\t\"timestamp\":0\n\t},\n\t"
                      "\"topicConfigTable\":{}\n}");
   free(text);
+}
+
+/* Many groups whose entries come interleaved: each group is written once, its queues in order. */
+static void test_many_groups(void) {
+  enum { GROUPS = 500, QUEUES = 16 };
+  rmq_consumer_offset *in = calloc(GROUPS * QUEUES, sizeof *in);
+  for (int q = 0, i = 0; q < QUEUES; q++) {
+    for (int g = 0; g < GROUPS; g++, i++) {
+      snprintf(in[i].topic, sizeof in[i].topic, "T%d", g % 7);
+      snprintf(in[i].group, sizeof in[i].group, "G%d", g);
+      in[i].queue_id = q;
+      in[i].offset = (int64_t)g * 1000 + q;
+    }
+  }
+  char *text = rmq_consumer_offsets_format(in, GROUPS * QUEUES);
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, "@G")) != NULL; p++) n++;
+  CHECK_EQ_INT(n, GROUPS);
+  /* The first group comes first, with its queues 0..15 in a row. */
+  CHECK(strncmp(text, "{\n\t\"offsetTable\":{\n\t\t\"T0@G0\":{0:0,1:1,2:2,", 30) == 0);
+  rmq_err err = {0};
+  offsets_seen seen = {0};
+  CHECK_EQ_INT(rmq_consumer_offsets_parse(text, strlen(text), check_offset, &seen, &err), RMQ_OK);
+  CHECK_EQ_INT(seen.n, GROUPS * QUEUES);
+  CHECK_EQ_INT(seen.bad, 0);
+  free(text);
+  free(in);
 }
 
 /* What fastjson also reads: compact text, quoted integer keys, unknown members. */
@@ -366,6 +410,14 @@ static void test_damaged(void) {
              "offset 34: expected true or false, found '1'");
   topics_bad("{\"topicConfigTable\":{\"A\":{}},\"dataVersion\":{\"counter\":}}",
              "offset 54: expected a value, found '}'");
+
+  offsets_bad("null", "offset 0: expected '{', found 'n'");
+  offsets_bad("{\"offsetTable\":null}x", "offset 20: expected the end of the text, found 'x'");
+  /* Leading zeros make a long key: refused, never cut to another number. */
+  char zeros[2100] = "{\"offsetTable\":{\"T@g\":{";
+  for (int i = 0; i < 2000; i++) strcat(zeros, "0");
+  strcat(zeros, "1:5}}}");
+  offsets_bad(zeros, "offset 23: key longer than 1024 bytes");
 
   delay_bad("{\"offsetTable\":{0:1}}",
             "offset 16: expected delay level 1..64 as the key, found \"0\"");
@@ -613,6 +665,7 @@ int main(void) {
   test_golden_delay_offsets();
   test_golden_topics();
   test_round_trips();
+  test_many_groups();
   test_lenient();
   test_damaged();
   test_truncated();
