@@ -594,7 +594,7 @@ int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
 
 /* One committed position. */
 typedef struct rmq_group_offset {
-  char group[256];
+  char group[RMQ_MAX_GROUP_LEN + 1];
   char topic[RMQ_MAX_TOPIC_LEN + 1];
   int32_t queue_id;
   int64_t offset; /* the next queue offset the group reads */
