@@ -183,7 +183,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
              -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine
-FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file
+FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file config
 # The decoders link only the codec (message.c needs only crc32.c); the
 # readers of files and the argument parser link the whole engine.
 FUZZ_CODEC = engine/message.c engine/crc32.c
@@ -196,6 +196,7 @@ FUZZ_args_SRC = ext/args.c ext/error.c ext/json.c $(ENGINE_SRC)
 FUZZ_args_LIBS = -lsqlite3
 FUZZ_consume_queue_SRC = $(ENGINE_SRC)
 FUZZ_index_file_SRC = $(ENGINE_SRC)
+FUZZ_config_SRC = engine/config_json.c engine/topic.c engine/rmq_err.c
 
 define fuzz_rule
 $(FUZZ_BUILD)/fuzz_$(1): test/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRC) Makefile

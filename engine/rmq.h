@@ -148,6 +148,9 @@ int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key,
 
 /* RocketMQ's topic rule: 1..127 bytes of [A-Za-z0-9_%|-]. */
 bool rmq_topic_valid(const char *topic, size_t len);
+/* RocketMQ's group rule (Validators.checkGroup): 1..255 bytes of the same characters. */
+#define RMQ_MAX_GROUP_LEN 255
+bool rmq_group_valid(const char *group, size_t len);
 
 /* 20-digit zero-padded start offset, as CommitLog and ConsumeQueue files are named. */
 void rmq_file_name(int64_t offset, char out[21]);

@@ -29,6 +29,7 @@ golden_seed() {
     decode | record_head) echo 'test/golden/store-*/commitlog/*' ;;
     consume_queue) echo 'test/golden/store-*/consumequeue/*/*/*' ;;
     index_file) echo 'test/golden/store-*/index/*' ;;
+    config) echo 'test/golden/config/*.json' ;;
   esac
 }
 
