@@ -697,11 +697,13 @@ typedef struct rmq_stats {
   int64_t consume_queues;     /* (topic, queue_id) pairs */
   int64_t consumequeue_files; /* their segments, all queues together */
   int64_t index_files, index_slots, index_entries;
-  int64_t file_bytes;      /* the sizes of all files under the store's directory */
-  int64_t disk_bytes;      /* the disk space they take (allocated blocks) */
-  const char *recovery;    /* rmq_store_recovery_report, valid while the store is open */
-  bool poisoned;           /* an I/O failure stopped writes until the store is reopened */
-  char poison_reason[256]; /* why, "" when not poisoned */
+  int64_t file_bytes;         /* the sizes of all files under the store's directory */
+  int64_t disk_bytes;         /* the disk space they take (allocated blocks) */
+  const char *recovery;       /* rmq_store_recovery_report, valid while the store is open */
+  bool poisoned;              /* an I/O failure stopped writes until the store is reopened */
+  char poison_reason[256];    /* why, "" when not poisoned */
+  int64_t schedule_delivered; /* delayed messages put into their real topics since the open */
+  const char *delay_offsets;  /* NULL, or why delayOffset.json could not be used at the open */
 } rmq_stats;
 /*
 ** Fill *st. The file sizes come from a walk of the store's directory

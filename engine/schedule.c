@@ -5,10 +5,14 @@
 */
 #include "schedule.h"
 
+#include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_json.h"
+#include "config_manager.h"
 #include "message.h"
 #include "service_thread.h"
 #include "store.h"
@@ -19,10 +23,13 @@
 
 struct rmq_schedule_service {
   rmq_service_thread thread;
+  rmq_service_thread persist_thread;
   rmq_commitlog *cl;
   rmq_cq_table *cqs;
   rmq_reput_service *reput;
+  char path[PATH_MAX]; /* config/delayOffset.json */
   _Atomic int64_t offsets[RMQ_MAX_DELAY_LEVELS];
+  int64_t persisted[RMQ_MAX_DELAY_LEVELS]; /* what the file holds (persist_thread's, then free's) */
   _Atomic int64_t delivered, dropped;
   /* the batch being built by the thread: records end to end */
   uint8_t *buf;
@@ -141,11 +148,72 @@ done:
   return rc;
 }
 
-/* ------------------------------------------------------------------ levels */
-
+/* Move *next earlier to t. */
 static void wake_at(int64_t *next, int64_t t) {
   if (t < *next) *next = t;
 }
+
+/* ------------------------------------------------------------ delayOffset */
+
+void rmq_schedule_offsets_path(const char *store_dir, char *out, size_t cap) {
+  snprintf(out, cap, "%s/config/delayOffset.json", store_dir);
+}
+
+static int parse_offsets(void *ctx, const char *text, size_t len, rmq_err *err) {
+  return rmq_delay_offsets_parse(text, len, ctx, RMQ_MAX_DELAY_LEVELS, err);
+}
+
+/* ScheduleMessageService.correctDelayOffset: each offset inside its queue's bounds. */
+static void clamp_offsets(rmq_cq_table *cqs, int64_t *offsets) {
+  for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) {
+    rmq_consume_queue *cq = rmq_cq_table_find(cqs, RMQ_SCHEDULE_TOPIC, i);
+    int64_t lo = cq ? rmq_cq_min_offset(cq) : 0, hi = cq ? rmq_cq_max_offset(cq) : 0;
+    offsets[i] = offsets[i] < lo ? lo : offsets[i] > hi ? hi : offsets[i];
+  }
+}
+
+void rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
+                               char *report, size_t cap) {
+  char path[PATH_MAX];
+  int from;
+  rmq_err err = {0};
+  rmq_schedule_offsets_path(store_dir, path, sizeof path);
+  memset(offsets, 0, RMQ_MAX_DELAY_LEVELS * sizeof *offsets);
+  report[0] = '\0';
+  if (rmq_config_load(path, parse_offsets, offsets, &from, &err) != RMQ_OK) {
+    memset(offsets, 0, RMQ_MAX_DELAY_LEVELS * sizeof *offsets);
+    snprintf(report, cap, "%s; delayed delivery starts at each schedule queue's start", err.msg);
+  } else if (from == RMQ_CONFIG_BAK) {
+    snprintf(report, cap, "%s could not be used: read its .bak", path);
+  }
+  clamp_offsets(cqs, offsets);
+}
+
+/* Write the offsets when they moved since the last write (ScheduleMessageService.persist). */
+static int persist(rmq_schedule_service *s, rmq_err *err) {
+  int64_t now[RMQ_MAX_DELAY_LEVELS];
+  int n = s->cl->cfg.delay_level_count;
+  rmq_schedule_offsets(s, now);
+  if (memcmp(now, s->persisted, sizeof now) == 0) return RMQ_OK;
+  char *text = rmq_delay_offsets_format(now, n);
+  if (!text) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int rc = rmq_config_persist(s->path, text, strlen(text), err);
+  free(text);
+  if (rc == RMQ_OK) memcpy(s->persisted, now, sizeof now);
+  return rc;
+}
+
+/* The persist thread: the writes' fsyncs never delay a delivery. */
+static void persist_run(rmq_service_thread *t) {
+  rmq_schedule_service *s = t->arg;
+  while (!rmq_service_thread_stopped(t)) {
+    rmq_service_thread_wait(t, RMQ_SCHEDULE_PERSIST_MS);
+    rmq_err err = {0};
+    persist(s, &err); /* a failure is tried again at the next period, and at close */
+  }
+}
+
+/* ------------------------------------------------------------------ levels */
 
 /*
 ** DeliverDelayedMessageTimerTask.executeOnTimeup for one level: put every
@@ -194,7 +262,7 @@ static void deliver_level(rmq_schedule_service *s, int level, int64_t *next) {
 static void schedule_run(rmq_service_thread *t) {
   rmq_schedule_service *s = t->arg;
   while (!rmq_service_thread_stopped(t)) {
-    int64_t next = rmq_now_ms() + RMQ_SCHEDULE_PERSIST_MS;
+    int64_t next = INT64_MAX;
     for (int level = 1; level <= s->cl->cfg.delay_level_count; level++) {
       deliver_level(s, level, &next);
     }
@@ -206,8 +274,8 @@ static void schedule_run(rmq_service_thread *t) {
 /* ---------------------------------------------------------------- service */
 
 rmq_schedule_service *rmq_schedule_new(rmq_commitlog *cl, rmq_cq_table *cqs,
-                                       rmq_reput_service *reput, const int64_t *offsets,
-                                       rmq_err *err) {
+                                       rmq_reput_service *reput, const char *store_dir,
+                                       const int64_t *offsets, rmq_err *err) {
   rmq_schedule_service *s = calloc(1, sizeof *s);
   if (!s) {
     rmq_err_set(err, RMQ_ENOMEM, "out of memory");
@@ -216,13 +284,19 @@ rmq_schedule_service *rmq_schedule_new(rmq_commitlog *cl, rmq_cq_table *cqs,
   s->cl = cl;
   s->cqs = cqs;
   s->reput = reput;
-  for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) atomic_init(&s->offsets[i], offsets[i]);
+  rmq_schedule_offsets_path(store_dir, s->path, sizeof s->path);
+  for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) {
+    atomic_init(&s->offsets[i], offsets[i]);
+    s->persisted[i] = -1; /* the first period writes the file */
+  }
   rmq_service_thread_init(&s->thread, "ScheduleMessageService", schedule_run, s);
+  rmq_service_thread_init(&s->persist_thread, "ScheduleMessageService.persist", persist_run, s);
   return s;
 }
 
 int rmq_schedule_start(rmq_schedule_service *s, rmq_err *err) {
-  return rmq_service_thread_start(&s->thread, err);
+  int rc = rmq_service_thread_start(&s->thread, err);
+  return rc == RMQ_OK ? rmq_service_thread_start(&s->persist_thread, err) : rc;
 }
 
 void rmq_schedule_wakeup(rmq_schedule_service *s) { rmq_service_thread_wakeup(&s->thread); }
@@ -230,6 +304,9 @@ void rmq_schedule_wakeup(rmq_schedule_service *s) { rmq_service_thread_wakeup(&s
 void rmq_schedule_free(rmq_schedule_service *s) {
   if (!s) return;
   rmq_service_thread_shutdown(&s->thread);
+  rmq_service_thread_shutdown(&s->persist_thread);
+  rmq_err err = {0};
+  persist(s, &err);
   free(s->buf);
   free(s);
 }
@@ -277,19 +354,14 @@ static int list_entry(rmq_store *st, int level, int64_t queue_offset, const rmq_
   return rc;
 }
 
-/* The first offset of a level not yet delivered: the live service's, or the queue's start. */
-static int64_t level_start(rmq_store *st, int level) {
-  rmq_schedule_service *svc = rmq_store_schedule(st);
-  return svc && level <= RMQ_MAX_DELAY_LEVELS ? rmq_schedule_offset(svc, level) : 0;
-}
-
-static int list_level(rmq_store *st, const rmq_queue_info *q, rmq_scheduled_fn fn, void *ctx) {
+static int list_level(rmq_store *st, const rmq_queue_info *q, const int64_t *offsets,
+                      rmq_scheduled_fn fn, void *ctx) {
   rmq_consume_queue *cq = rmq_store_find_queue(st, q->topic, q->queue_id);
   if (!cq) return RMQ_OK;
   rmq_cq_iter it;
   rmq_cq_entry e;
   int rc = RMQ_OK;
-  rmq_cq_iter_start(&it, cq, level_start(st, q->queue_id + 1));
+  rmq_cq_iter_start(&it, cq, q->queue_id < RMQ_MAX_DELAY_LEVELS ? offsets[q->queue_id] : 0);
   while (rc == RMQ_OK && rmq_cq_iter_next(&it, &e)) {
     rc = list_entry(st, q->queue_id + 1, it.offset - 1, &e, fn, ctx);
   }
@@ -302,16 +374,30 @@ static int cmp_queue_id(const void *a, const void *b) {
   return (x->queue_id > y->queue_id) - (x->queue_id < y->queue_id);
 }
 
+/* Where each level's undelivered messages start: the live service's offsets, or the file's. */
+static void delivery_offsets(rmq_store *st, int64_t *offsets) {
+  rmq_schedule_service *svc = rmq_store_schedule(st);
+  char report[RMQ_SCHEDULE_REPORT_MAX];
+  if (svc) {
+    rmq_schedule_offsets(svc, offsets);
+  } else {
+    rmq_schedule_load_offsets(rmq_store_dir(st), rmq_store_consume_queues(st), offsets, report,
+                              sizeof report);
+  }
+}
+
 int rmq_store_scheduled(rmq_store *st, rmq_scheduled_fn fn, void *ctx, rmq_err *err) {
   rmq_queue_info *all;
   int n, levels = 0;
+  int64_t offsets[RMQ_MAX_DELAY_LEVELS];
+  delivery_offsets(st, offsets);
   int rc = rmq_store_queues(st, &all, &n, err);
   if (rc != RMQ_OK) return rc;
   for (int i = 0; i < n; i++) {
     if (strcmp(all[i].topic, RMQ_SCHEDULE_TOPIC) == 0) all[levels++] = all[i];
   }
   qsort(all, (size_t)levels, sizeof *all, cmp_queue_id);
-  for (int i = 0; rc == RMQ_OK && i < levels; i++) rc = list_level(st, &all[i], fn, ctx);
+  for (int i = 0; rc == RMQ_OK && i < levels; i++) rc = list_level(st, &all[i], offsets, fn, ctx);
   free(all);
   if (rc != RMQ_OK) rmq_err_set(err, rc, "rmq_store_scheduled: the callback stopped with %d", rc);
   return rc;

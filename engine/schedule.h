@@ -10,9 +10,10 @@
 ** next entry of any level is due; a level with nothing pending is looked at
 ** again one delay later, as no message put meanwhile can be due sooner.
 **
-** The offsets are the progress a restart resumes from: they are written to
-** config/delayOffset.json every RMQ_SCHEDULE_PERSIST_MS and on close, so a
-** crash can deliver again what was delivered since the last write, never
+** The offsets are the progress a restart resumes from: a second thread
+** writes them to config/delayOffset.json every RMQ_SCHEDULE_PERSIST_MS when
+** they moved (its fsyncs never delay a delivery), and close writes them last;
+** a crash can deliver again what was delivered since the last write, never
 ** lose a message.
 */
 #ifndef RMQ_SCHEDULE_H
@@ -23,25 +24,50 @@
 #include "reput.h"
 #include "rmq.h"
 
-#define RMQ_SCHEDULE_PERSIST_MS 10000
+/*
+** RocketMQ writes every 10 s (flushDelayOffsetInterval); a shorter period
+** bounds what a crash delivers twice to the last period's deliveries, and an
+** idle store writes nothing.
+*/
+#define RMQ_SCHEDULE_PERSIST_MS 100
 /* A put that failed is tried again this much later (DELAY_FOR_A_PERIOD is 10 s in RocketMQ). */
 #define RMQ_SCHEDULE_RETRY_MS 1000
 #define RMQ_TRANS_HALF_TOPIC "RMQ_SYS_TRANS_HALF_TOPIC"
 
 typedef struct rmq_schedule_service rmq_schedule_service;
 
+/* The longest report rmq_schedule_load_offsets writes. */
+#define RMQ_SCHEDULE_REPORT_MAX 640
+
+/* <store_dir>/config/delayOffset.json */
+void rmq_schedule_offsets_path(const char *store_dir, char *out, size_t cap);
+/*
+** The offsets to resume from (ScheduleMessageService.load): config/
+** delayOffset.json, or its .bak when it is missing or damaged, each offset
+** clamped to its schedule queue's bounds (correctDelayOffset); all zero (each
+** queue's start) for a new store. When neither file can be used, offsets
+** are the queues' starts and report says why (else report is "", or says
+** that the .bak was read).
+*/
+void rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
+                               char *report, size_t cap);
+
 /*
 ** A service for the store's levels (cl->cfg.delay_ms), each level starting
-** at offsets[level-1] (clamped to its queue when it runs). NULL with err
-** (RMQ_ENOMEM).
+** at offsets[level-1], persisting them to store_dir's delayOffset.json.
+** NULL with err (RMQ_ENOMEM).
 */
 rmq_schedule_service *rmq_schedule_new(rmq_commitlog *cl, rmq_cq_table *cqs,
-                                       rmq_reput_service *reput, const int64_t *offsets,
-                                       rmq_err *err);
+                                       rmq_reput_service *reput, const char *store_dir,
+                                       const int64_t *offsets, rmq_err *err);
 int rmq_schedule_start(rmq_schedule_service *s, rmq_err *err);
 /* Look at every level now (a delayed message was put, or a test wants it). */
 void rmq_schedule_wakeup(rmq_schedule_service *s);
-/* Stop the thread and free (NULL: nothing). */
+/*
+** Stop the threads, write the offsets (when they moved) and free; NULL:
+** nothing. When the write fails the file keeps older offsets: the next open
+** delivers some messages again, never loses one.
+*/
 void rmq_schedule_free(rmq_schedule_service *s);
 
 /* The next SCHEDULE_TOPIC_XXXX queue offset of a level (1-based) to deliver. */

@@ -60,6 +60,7 @@ struct rmq_store {
   rmq_reput_service *reput;
   rmq_cq_flush_service *cq_flush;
   rmq_schedule_service *schedule;
+  char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[768];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
   _Atomic int64_t latency_buckets[RMQ_LATENCY_BUCKETS];
@@ -433,8 +434,10 @@ static int catch_up(rmq_store *s, rmq_err *err) {
 
 /* ScheduleMessageService, once the consume queues hold every delayed message. */
 static int start_schedule(rmq_store *s, rmq_err *err) {
-  int64_t offsets[RMQ_MAX_DELAY_LEVELS] = {0};
-  s->schedule = rmq_schedule_new(&s->commitlog, s->cqs, s->reput, offsets, err);
+  int64_t offsets[RMQ_MAX_DELAY_LEVELS];
+  rmq_schedule_load_offsets(s->dir, s->cqs, offsets, s->delay_offset_report,
+                            sizeof s->delay_offset_report);
+  s->schedule = rmq_schedule_new(&s->commitlog, s->cqs, s->reput, s->dir, offsets, err);
   return s->schedule ? rmq_schedule_start(s->schedule, err) : err->code;
 }
 
@@ -698,6 +701,7 @@ rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
 rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->cfg.readonly ? NULL : s->reput; }
 rmq_schedule_service *rmq_store_schedule(rmq_store *s) { return s->schedule; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
+const char *rmq_store_delay_offset_report(rmq_store *s) { return s->delay_offset_report; }
 
 /* ------------------------------------------------------------- queries */
 

@@ -19,6 +19,8 @@ rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
 /* The delayed-delivery service, NULL in a read-only store. */
 rmq_schedule_service *rmq_store_schedule(rmq_store *s);
+/* How the open found config/delayOffset.json: "" when it was sound or missing. */
+const char *rmq_store_delay_offset_report(rmq_store *s);
 /*
 ** RMQ_EINVAL, naming the limit, when a path under dir would pass PATH_MAX (the longest name under
 ** a store is known: a consume-queue segment of a topic of the longest length).
