@@ -294,15 +294,20 @@ rmq_schedule_service *rmq_schedule_new(rmq_commitlog *cl, rmq_cq_table *cqs,
   return s;
 }
 
+void rmq_schedule_wakeup(rmq_schedule_service *s) { rmq_service_thread_wakeup(&s->thread); }
+
+static void wake_on_dispatch(void *ctx) { rmq_schedule_wakeup(ctx); }
+
 int rmq_schedule_start(rmq_schedule_service *s, rmq_err *err) {
   int rc = rmq_service_thread_start(&s->thread, err);
-  return rc == RMQ_OK ? rmq_service_thread_start(&s->persist_thread, err) : rc;
+  if (rc == RMQ_OK) rc = rmq_service_thread_start(&s->persist_thread, err);
+  if (rc == RMQ_OK) rmq_reput_on_schedule(s->reput, wake_on_dispatch, s);
+  return rc;
 }
-
-void rmq_schedule_wakeup(rmq_schedule_service *s) { rmq_service_thread_wakeup(&s->thread); }
 
 void rmq_schedule_free(rmq_schedule_service *s) {
   if (!s) return;
+  rmq_reput_on_schedule(s->reput, NULL, NULL);
   rmq_service_thread_shutdown(&s->thread);
   rmq_service_thread_shutdown(&s->persist_thread);
   rmq_err err = {0};

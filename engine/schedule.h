@@ -7,8 +7,9 @@
 ** offset and, for every entry that is due, puts the message back into its
 ** REAL_TOPIC / REAL_QID as a new record (messageTimeup), then advances the
 ** level's offset. Instead of RocketMQ's 100 ms polling it sleeps until the
-** next entry of any level is due; a level with nothing pending is looked at
-** again one delay later, as no message put meanwhile can be due sooner.
+** next entry of any level is due, and the dispatcher wakes it when it puts a
+** new delayed message into its queue (one due sooner than any other, after
+** a clock step, is then not missed).
 **
 ** The offsets are the progress a restart resumes from: a second thread
 ** writes them to config/delayOffset.json every RMQ_SCHEDULE_PERSIST_MS when

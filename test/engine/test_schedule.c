@@ -4,7 +4,8 @@
 ** puts for the delayed message of RocketMQ's golden store, compared field by
 ** field with the one RocketMQ's ScheduleMessageService put; which messages
 ** are dropped (a transaction half message's REAL_TOPIC) and which sys_flag
-** bits a delivered copy keeps; the offsets it persists and loads.
+** bits a delivered copy keeps; the offsets it persists and loads; the
+** dispatcher's wake-up when a delayed message reaches its queue.
 */
 #include <stdlib.h>
 #include <unistd.h>
@@ -143,8 +144,35 @@ static void test_drop_and_flags(void) {
   tu_rmrf(dir);
 }
 
+/*
+** The dispatcher wakes the service when a delayed message reaches its queue:
+** with one 60 s level the service sleeps 60 s when it has nothing, yet an
+** entry due at once (a record written to SCHEDULE_TOPIC_XXXX without DELAY,
+** whose tags code is 0) is delivered at once.
+*/
+static void test_wake_on_dispatch(void) {
+  char dir[256];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  tu_small_config(&cfg, 65536);
+  snprintf(cfg.delay_levels, sizeof cfg.delay_levels, "60s");
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  usleep(200000); /* the service has looked at its levels and sleeps */
+  tu_msg t;
+  rmq_message *m = tu_message(&t, RMQ_SCHEDULE_TOPIC, 0, "now", 3, "REAL_TOPIC=W;REAL_QID=0");
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_put(s, m, 1, NULL, &err), RMQ_OK);
+  int64_t t0 = rmq_monotonic_ms();
+  CHECK(wait_queue(s, "W", 0, 1));
+  CHECK(rmq_monotonic_ms() - t0 < 2000);
+  rmq_store_close(s);
+  tu_rmrf(dir);
+}
+
 int main(void) {
   test_correct_deliver_time();
+  test_wake_on_dispatch();
   test_golden_redelivery();
   test_drop_and_flags();
   return check_report();
