@@ -673,9 +673,10 @@ typedef struct rmq_scheduled {
 typedef int (*rmq_scheduled_fn)(void *ctx, const rmq_scheduled *m);
 /*
 ** The delayed messages not yet delivered (ScheduleMessageService), by level
-** then schedule-queue offset: from each level's delivery offset on a live
-** store, from each queue's start on a store opened read-only. RMQ_ENOMEM,
-** or the callback's code.
+** then schedule-queue offset: from each level's delivery offset, the live
+** service's, or on a store opened read-only the one config/delayOffset.json
+** (or its .bak) holds, each queue's start when neither can be read.
+** RMQ_ENOMEM, or the callback's code.
 */
 int rmq_store_scheduled(rmq_store *s, rmq_scheduled_fn fn, void *ctx, rmq_err *err);
 
