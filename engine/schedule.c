@@ -287,7 +287,7 @@ rmq_schedule_service *rmq_schedule_new(rmq_commitlog *cl, rmq_cq_table *cqs,
   rmq_schedule_offsets_path(store_dir, s->path, sizeof s->path);
   for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) {
     atomic_init(&s->offsets[i], offsets[i]);
-    s->persisted[i] = -1; /* the first period writes the file */
+    s->persisted[i] = offsets[i]; /* written once something is delivered */
   }
   rmq_service_thread_init(&s->thread, "ScheduleMessageService", schedule_run, s);
   rmq_service_thread_init(&s->persist_thread, "ScheduleMessageService.persist", persist_run, s);
@@ -404,6 +404,6 @@ int rmq_store_scheduled(rmq_store *st, rmq_scheduled_fn fn, void *ctx, rmq_err *
   qsort(all, (size_t)levels, sizeof *all, cmp_queue_id);
   for (int i = 0; rc == RMQ_OK && i < levels; i++) rc = list_level(st, &all[i], offsets, fn, ctx);
   free(all);
-  if (rc != RMQ_OK) rmq_err_set(err, rc, "rmq_store_scheduled: the callback stopped with %d", rc);
+  if (rc != RMQ_OK) rmq_err_set(err, rc, "listing the delayed messages: %s", rmq_strerror(rc));
   return rc;
 }
