@@ -60,9 +60,10 @@ static bool parse_queue_id(const rmq_property_value *v, int32_t *out) {
 ** its real topic and queue, flag, body, born host and time, reconsume times
 ** and properties string as stored (RocketMQ clears DELAY from the map after
 ** the string was made, so the string keeps DELAY, REAL_TOPIC and REAL_QID);
-** sys_flag without transaction bits. False for a message to drop: no valid
-** real topic or queue, a transaction half message (executeOnTimeup discards
-** those), a prepared or rolled-back one.
+** sys_flag as stored (messageTimeup copies it: a committed transaction's
+** message stays one). False for a message to drop: no valid real topic or
+** queue, a transaction half message (executeOnTimeup discards those), a
+** prepared or rolled-back one (CommitLog never delays those).
 */
 static bool message_timeup(const rmq_message *m, rmq_message *in) {
   static const char *const names[] = {RMQ_PROPERTY_REAL_TOPIC, RMQ_PROPERTY_REAL_QID};
@@ -82,7 +83,7 @@ static bool message_timeup(const rmq_message *m, rmq_message *in) {
                       .body_len = m->body_len,
                       .properties = m->properties,
                       .properties_len = m->properties_len,
-                      .sys_flag = m->sys_flag & ~RMQ_SYSFLAG_TRANSACTION_MASK,
+                      .sys_flag = m->sys_flag,
                       .born_timestamp = m->born_timestamp,
                       .born_host = m->born_host,
                       .reconsume_times = m->reconsume_times};
