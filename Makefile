@@ -10,7 +10,8 @@
 #   make torture          the crash loops, long: SIGKILL during large COMMITs
 #                         (TORTURE_TXN_KILLS), of sync producers
 #                         (TORTURE_SYNC_KILLS), and the two-engine cases
-#                         (TORTURE_ENGINE_ROUNDS); `make check` runs a few of each
+#                         (TORTURE_ENGINE_ROUNDS), during delayed delivery
+#                         (TORTURE_SCHEDULE_KILLS); `make check` runs a few of each
 #   make bench            build and run test/bench/*
 #   make demo             the README's first command
 #   make install          the extension, the engine library and its headers
@@ -117,10 +118,12 @@ check: all $(TESTS) $(HELPERS) $(BENCHES)
 TORTURE_TXN_KILLS ?= 40
 TORTURE_SYNC_KILLS ?= 50
 TORTURE_ENGINE_ROUNDS ?= 200
+TORTURE_SCHEDULE_KILLS ?= 20
 torture: all $(TESTS)
 	RMQ_TORTURE_KILLS=$(TORTURE_TXN_KILLS) test/run.sh $(BUILD) '^test_txn_crash$$'
 	RMQ_TORTURE_KILLS=$(TORTURE_SYNC_KILLS) test/run.sh $(BUILD) '^test_sync_torture$$'
 	RMQ_TORTURE_ENGINES=$(TORTURE_ENGINE_ROUNDS) test/run.sh $(BUILD) '^store_engines\.py$$'
+	RMQ_SCHEDULE_CRASH_CYCLES=$(TORTURE_SCHEDULE_KILLS) test/run.sh $(BUILD) '^schedule_crash\.test$$'
 
 test:
 	test/deps.sh
@@ -150,9 +153,9 @@ bench: all $(BENCHES)
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
-DEMO_SQL = quickstart consume outbox joins admin broker_store
+DEMO_SQL = quickstart consume outbox joins admin broker_store delayed
 demo: all
-	@rm -rf build/demo-store
+	@rm -rf build/demo-store build/delayed-store
 	@for f in $(DEMO_SQL); do \
 	  echo; echo "== sql/$$f.sql"; \
 	  sqlite3 -bail :memory: < sql/$$f.sql || exit 1; \

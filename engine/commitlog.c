@@ -193,10 +193,10 @@ static int rewrite_delayed(rmq_message *m, int64_t level, char **props, rmq_err 
 ** caller to free), store host and host bits. Returns the record's length,
 ** or -1 with err.
 */
-static int32_t prepare_message(rmq_commitlog *cl, rmq_message *m, int i, char **props,
+static int32_t prepare_message(rmq_commitlog *cl, rmq_message *m, int i, bool delay, char **props,
                                rmq_err *err) {
   int rc = check_message(cl, m, i, err);
-  int64_t level = rc == RMQ_OK ? delay_level(cl, m) : 0;
+  int64_t level = rc == RMQ_OK && delay ? delay_level(cl, m) : 0;
   if (rc == RMQ_OK && level > 0) rc = rewrite_delayed(m, level, props, err);
   if (rc != RMQ_OK) return -1;
   m->store_host = cl->cfg.store_host;
@@ -226,11 +226,11 @@ static int check_batch_size(rmq_commitlog *cl, int n, int64_t total, rmq_err *er
 ** Encode message i into buf if its record fits in cap bytes (the body CRC
 ** only then: a caller that finds no room calls again); its length, or -1.
 */
-static int32_t encode_message(rmq_commitlog *cl, const rmq_message *in, int i, uint8_t *buf,
-                              size_t cap, rmq_err *err) {
+static int32_t encode_message(rmq_commitlog *cl, const rmq_message *in, int i, bool delay,
+                              uint8_t *buf, size_t cap, rmq_err *err) {
   rmq_message m = *in;
   char *props = NULL;
-  int32_t len = prepare_message(cl, &m, i, &props, err);
+  int32_t len = prepare_message(cl, &m, i, delay, &props, err);
   if (len > 0 && (size_t)len <= cap) {
     m.body_crc = rmq_body_crc(m.body, (size_t)m.body_len);
     rmq_message_encode(&m, buf, cap);
@@ -241,7 +241,12 @@ static int32_t encode_message(rmq_commitlog *cl, const rmq_message *in, int i, u
 
 int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *in, uint8_t *buf, size_t cap,
                              rmq_err *err) {
-  return encode_message(cl, in, 0, buf, cap, err);
+  return encode_message(cl, in, 0, true, buf, cap, err);
+}
+
+int32_t rmq_commitlog_encode_timeup(rmq_commitlog *cl, const rmq_message *in, uint8_t *buf,
+                                    size_t cap, rmq_err *err) {
+  return encode_message(cl, in, 0, false, buf, cap, err);
 }
 
 /* Close mf with a BLANK record over its unused tail and move to a new segment. */
@@ -524,12 +529,12 @@ static int encode_batch(rmq_commitlog *cl, const rmq_message *msgs, int n, put_b
                         rmq_err *err) {
   for (int i = 0; i < n; i++) {
     size_t room = buffer_room(b);
-    int32_t len = encode_message(cl, &msgs[i], i, room ? b->data + b->len : NULL, room, err);
+    int32_t len = encode_message(cl, &msgs[i], i, true, room ? b->data + b->len : NULL, room, err);
     if (len < 0) return err->code;
     if ((size_t)len > room) {
       if (buffer_grow(cl, b, len, err) != RMQ_OK) return err->code;
       size_t grown = buffer_room(b);
-      if ((size_t)len <= grown) encode_message(cl, &msgs[i], i, b->data + b->len, grown, err);
+      if ((size_t)len <= grown) encode_message(cl, &msgs[i], i, true, b->data + b->len, grown, err);
     }
     b->len += len;
   }

@@ -87,6 +87,13 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put
 */
 int32_t rmq_commitlog_encode(rmq_commitlog *cl, const rmq_message *m, uint8_t *buf, size_t cap,
                              rmq_err *err);
+/*
+** As rmq_commitlog_encode, without the delay rewrite: a delayed message that
+** is due goes to its real topic with its properties string as it was stored,
+** DELAY included (ScheduleMessageService.messageTimeup).
+*/
+int32_t rmq_commitlog_encode_timeup(rmq_commitlog *cl, const rmq_message *m, uint8_t *buf,
+                                    size_t cap, rmq_err *err);
 
 /*
 ** Make sure the log has a segment to write to (a new store has none), so

@@ -22,6 +22,9 @@ struct rmq_reput_service {
   atomic_bool failed;
   pthread_mutex_t mu; /* guards nothing but the progress condition */
   pthread_cond_t progress;
+  pthread_mutex_t schedule_mu; /* held while schedule_fn runs, so clearing it waits for a call */
+  rmq_reput_schedule_fn schedule_fn;
+  void *schedule_ctx;
 };
 
 static bool is_type(int32_t sys_flag, int32_t type) {
@@ -51,9 +54,22 @@ static int build_consume_queue(rmq_reput_service *r, const rmq_message *m,
     return err->code;
   }
   const rmq_property_value *tags = &props[DISPATCH_TAGS];
-  return rmq_cq_put(cq, m->physical_offset, m->total_size,
-                    rmq_commitlog_tags_code_of(r->cl, m, tags->value, tags->len),
-                    m->store_timestamp, m->queue_offset, r->cp, err);
+  int rc = rmq_cq_put(cq, m->physical_offset, m->total_size,
+                      rmq_commitlog_tags_code_of(r->cl, m, tags->value, tags->len),
+                      m->store_timestamp, m->queue_offset, r->cp, err);
+  if (rc == RMQ_OK && strcmp(topic, RMQ_SCHEDULE_TOPIC) == 0) {
+    pthread_mutex_lock(&r->schedule_mu);
+    if (r->schedule_fn) r->schedule_fn(r->schedule_ctx);
+    pthread_mutex_unlock(&r->schedule_mu);
+  }
+  return rc;
+}
+
+void rmq_reput_on_schedule(rmq_reput_service *r, rmq_reput_schedule_fn fn, void *ctx) {
+  pthread_mutex_lock(&r->schedule_mu);
+  r->schedule_fn = fn;
+  r->schedule_ctx = ctx;
+  pthread_mutex_unlock(&r->schedule_mu);
 }
 
 static int build_index(rmq_reput_service *r, const rmq_message *m, const rmq_property_value *props,
@@ -187,6 +203,7 @@ rmq_reput_service *rmq_reput_new(rmq_commitlog *cl, rmq_cq_table *cqs, rmq_index
   r->index = index;
   r->cp = cp;
   pthread_mutex_init(&r->mu, NULL);
+  pthread_mutex_init(&r->schedule_mu, NULL);
   rmq_cond_init_monotonic(&r->progress);
   rmq_service_thread_init(&r->thread, "ReputMessageService", reput_run, r);
   return r;
@@ -202,6 +219,7 @@ void rmq_reput_free(rmq_reput_service *r) {
   rmq_service_thread_shutdown(&r->thread);
   pthread_cond_destroy(&r->progress);
   pthread_mutex_destroy(&r->mu);
+  pthread_mutex_destroy(&r->schedule_mu);
   free(r);
 }
 

@@ -56,6 +56,14 @@ int rmq_reput_wait_for(rmq_reput_service *r, int64_t offset, int timeout_ms, rmq
 */
 int64_t rmq_reput_wait_progress(rmq_reput_service *r, int64_t seen, int timeout_ms);
 
+/*
+** Call fn(ctx) after each SCHEDULE_TOPIC_XXXX record is put into its consume
+** queue: the ScheduleMessageService looks at the new delayed message's due
+** time at once. May be called while the dispatcher runs; NULL fn: none.
+*/
+typedef void (*rmq_reput_schedule_fn)(void *ctx);
+void rmq_reput_on_schedule(rmq_reput_service *r, rmq_reput_schedule_fn fn, void *ctx);
+
 /* Records the dispatcher skipped as invalid (a damaged store), for stats. */
 int64_t rmq_reput_skipped(rmq_reput_service *r);
 

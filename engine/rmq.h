@@ -704,6 +704,38 @@ bool rmq_index_view_item(const rmq_index_view *v, int32_t k, rmq_index_item *out
 */
 int32_t rmq_index_view_items_end(const rmq_index_view *v, bool chain);
 
+/* ------------------------------------------------------ delayed delivery */
+
+/*
+** A delayed message not yet delivered, as rocketmq_scheduled lists it: its
+** entry in SCHEDULE_TOPIC_XXXX queue level-1 and what its record says. The
+** pointers are valid during the callback; a record that can no longer be
+** read (expired) has real_topic, keys and uniq_key NULL.
+*/
+typedef struct rmq_scheduled {
+  int level;
+  int64_t due_time;         /* ms since the epoch: the entry's tags code */
+  int64_t queue_offset;     /* in SCHEDULE_TOPIC_XXXX queue level-1 */
+  int64_t commitlog_offset; /* of the delayed record */
+  const char *real_topic;   /* REAL_TOPIC */
+  size_t real_topic_len;
+  int32_t real_queue_id; /* REAL_QID; -1 when missing or not a number */
+  const char *keys;      /* KEYS */
+  size_t keys_len;
+  const char *uniq_key; /* UNIQ_KEY */
+  size_t uniq_key_len;
+} rmq_scheduled;
+/* Told each message; anything but RMQ_OK stops the listing with that code. */
+typedef int (*rmq_scheduled_fn)(void *ctx, const rmq_scheduled *m);
+/*
+** The delayed messages not yet delivered (ScheduleMessageService), by level
+** then schedule-queue offset: from each level's delivery offset, the live
+** service's, or on a store opened read-only the one config/delayOffset.json
+** (or its .bak) holds, each queue's start when neither can be read.
+** RMQ_ENOMEM, or the callback's code.
+*/
+int rmq_store_scheduled(rmq_store *s, rmq_scheduled_fn fn, void *ctx, rmq_err *err);
+
 /* ----------------------------------------------------------------- stats */
 
 /* A store's figures, as rocketmq_stats shows them. */
@@ -722,11 +754,13 @@ typedef struct rmq_stats {
   int64_t consume_queues;     /* (topic, queue_id) pairs */
   int64_t consumequeue_files; /* their segments, all queues together */
   int64_t index_files, index_slots, index_entries;
-  int64_t file_bytes;      /* the sizes of all files under the store's directory */
-  int64_t disk_bytes;      /* the disk space they take (allocated blocks) */
-  const char *recovery;    /* rmq_store_recovery_report, valid while the store is open */
-  bool poisoned;           /* an I/O failure stopped writes until the store is reopened */
-  char poison_reason[256]; /* why, "" when not poisoned */
+  int64_t file_bytes;         /* the sizes of all files under the store's directory */
+  int64_t disk_bytes;         /* the disk space they take (allocated blocks) */
+  const char *recovery;       /* rmq_store_recovery_report, valid while the store is open */
+  bool poisoned;              /* an I/O failure stopped writes until the store is reopened */
+  char poison_reason[256];    /* why, "" when not poisoned */
+  int64_t schedule_delivered; /* delayed messages put into their real topics since the open */
+  const char *delay_offsets;  /* NULL, or why delayOffset.json could not be used at the open */
 } rmq_stats;
 /*
 ** Fill *st. The file sizes come from a walk of the store's directory

@@ -79,5 +79,9 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   st->poisoned = atomic_load(&cl->poisoned);
   /* poison_msg is written once, before poisoned is set. */
   if (st->poisoned) snprintf(st->poison_reason, sizeof st->poison_reason, "%s", cl->poison_msg);
+  rmq_schedule_service *schedule = rmq_store_schedule(s);
+  st->schedule_delivered = schedule ? rmq_schedule_delivered(schedule) : 0;
+  const char *report = rmq_store_delay_offset_report(s);
+  st->delay_offsets = report[0] ? report : NULL;
   return RMQ_OK;
 }

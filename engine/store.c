@@ -63,6 +63,8 @@ struct rmq_store {
   rmq_cq_flush_service *cq_flush;
   rmq_consumer_offset_manager *offsets; /* NULL when read-only */
   rmq_topic_config_manager *topics;     /* NULL when read-only */
+  rmq_schedule_service *schedule;
+  char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[768];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
   _Atomic int64_t latency_buckets[RMQ_LATENCY_BUCKETS];
@@ -436,6 +438,15 @@ static int catch_up(rmq_store *s, rmq_err *err) {
   return rc == RMQ_OK ? recover_topic_queue_table(s, err) : rc;
 }
 
+/* ScheduleMessageService, once the consume queues hold every delayed message. */
+static int start_schedule(rmq_store *s, rmq_err *err) {
+  int64_t offsets[RMQ_MAX_DELAY_LEVELS];
+  rmq_schedule_load_offsets(s->dir, s->cqs, offsets, s->delay_offset_report,
+                            sizeof s->delay_offset_report);
+  s->schedule = rmq_schedule_new(&s->commitlog, s->cqs, s->reput, s->dir, offsets, err);
+  return s->schedule ? rmq_schedule_start(s->schedule, err) : err->code;
+}
+
 static int start_services(rmq_store *s, rmq_err *err) {
   rmq_mapped_file_queue *q = &s->commitlog.mfq;
   if (s->cfg.transient_store_pool > 0) {
@@ -464,6 +475,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
   if (rc == RMQ_OK) rc = catch_up(s, err);
   if (rc == RMQ_OK) rc = rmq_flush_service_start(s->flush, err);
   if (rc == RMQ_OK) rc = rmq_cq_flush_service_start(s->cq_flush, err);
+  if (rc == RMQ_OK) rc = start_schedule(s, err);
   rmq_mapped_file *last = rmq_mfq_last(q);
   if (last) {
     rmq_allocate_prefault(s->allocate, last);
@@ -575,6 +587,7 @@ int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
 void rmq_store_close(rmq_store *s) {
   if (!s) return;
   bool started = s->flush != NULL;
+  rmq_schedule_free(s->schedule);
   rmq_flush_service_free(s->flush);
   rmq_reput_free(s->reput);
   rmq_tcm_free(s->topics);
@@ -699,7 +712,9 @@ rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
 rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
 rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->cfg.readonly ? NULL : s->reput; }
 rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s) { return s->offsets; }
+rmq_schedule_service *rmq_store_schedule(rmq_store *s) { return s->schedule; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
+const char *rmq_store_delay_offset_report(rmq_store *s) { return s->delay_offset_report; }
 
 /* ------------------------------------------------------------- queries */
 

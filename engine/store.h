@@ -10,6 +10,7 @@
 #include "index_file.h"
 #include "reput.h"
 #include "rmq.h"
+#include "schedule.h"
 
 /* The store's parts (NULL reput and offset manager in a read-only store). */
 rmq_commitlog *rmq_store_commitlog(rmq_store *s);
@@ -17,6 +18,10 @@ rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
 rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
 struct rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s);
+/* The delayed-delivery service, NULL in a read-only store. */
+rmq_schedule_service *rmq_store_schedule(rmq_store *s);
+/* How the open found config/delayOffset.json: "" when it was sound or missing. */
+const char *rmq_store_delay_offset_report(rmq_store *s);
 /*
 ** RMQ_EINVAL, naming the limit, when a path under dir would pass PATH_MAX (the longest name under
 ** a store is known: a consume-queue segment of a topic of the longest length).

@@ -50,6 +50,12 @@
 **    poisoned               1 when an I/O failure stopped writes until the
 **                           store is reopened, else 0
 **    poison_reason          why (TEXT), NULL when not poisoned
+**    schedule_delivered     delayed messages put back into their real
+**                           topics since the store was opened
+**    delay_offsets          NULL, or why config/delayOffset.json could not
+**                           be used when the store was opened (its .bak was
+**                           read, or delivery started at each schedule
+**                           queue's start)
 **
 ** How it works: xFilter computes every row once, from rmq_store_stats
 ** (which walks dir for the file sizes, symbolic links not followed); idxNum
@@ -137,6 +143,8 @@ static int compute_rows(st_cursor *c, rmqx_reader *r) {
   bool ok = add_text(c, "recovery", st.recovery);
   add_int(c, "poisoned", st.poisoned);
   ok = ok && add_text(c, "poison_reason", st.poisoned ? st.poison_reason : NULL);
+  add_int(c, "schedule_delivered", st.schedule_delivered);
+  ok = ok && add_text(c, "delay_offsets", st.delay_offsets);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 

@@ -1,0 +1,88 @@
+/*
+** schedule.h: ScheduleMessageService, the delivery of delayed messages.
+**
+** A message put with DELAY = level waits in SCHEDULE_TOPIC_XXXX queue
+** level-1 (CommitLog.asyncPutMessage); its consume-queue entry's tags code
+** is its delivery time. One thread walks each level's queue from the level's
+** offset and, for every entry that is due, puts the message back into its
+** REAL_TOPIC / REAL_QID as a new record (messageTimeup), then advances the
+** level's offset. Instead of RocketMQ's 100 ms polling it sleeps until the
+** next entry of any level is due, and the dispatcher wakes it when it puts a
+** new delayed message into its queue (one due sooner than any other, after
+** a clock step, is then not missed).
+**
+** The offsets are the progress a restart resumes from: a second thread
+** writes them to config/delayOffset.json every RMQ_SCHEDULE_PERSIST_MS when
+** they moved (its fsyncs never delay a delivery), and close writes them last;
+** a crash can deliver again what was delivered since the last write, never
+** lose a message.
+*/
+#ifndef RMQ_SCHEDULE_H
+#define RMQ_SCHEDULE_H
+
+#include "commitlog.h"
+#include "consume_queue.h"
+#include "reput.h"
+#include "rmq.h"
+
+/*
+** RocketMQ writes every 10 s (flushDelayOffsetInterval); a shorter period
+** bounds what a crash delivers twice to the last period's deliveries, and an
+** idle store writes nothing.
+*/
+#define RMQ_SCHEDULE_PERSIST_MS 100
+/* A put that failed is tried again this much later (DELAY_FOR_A_PERIOD is 10 s in RocketMQ). */
+#define RMQ_SCHEDULE_RETRY_MS 1000
+#define RMQ_TRANS_HALF_TOPIC "RMQ_SYS_TRANS_HALF_TOPIC"
+
+typedef struct rmq_schedule_service rmq_schedule_service;
+
+/* The longest report rmq_schedule_load_offsets writes. */
+#define RMQ_SCHEDULE_REPORT_MAX 640
+
+/* <store_dir>/config/delayOffset.json */
+void rmq_schedule_offsets_path(const char *store_dir, char *out, size_t cap);
+/*
+** The offsets to resume from (ScheduleMessageService.load): config/
+** delayOffset.json, or its .bak when it is missing or damaged, each offset
+** clamped to its schedule queue's bounds (correctDelayOffset); all zero (each
+** queue's start) for a new store. When neither file can be used, offsets
+** are the queues' starts and report says why (else report is "", or says
+** that the .bak was read).
+*/
+void rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
+                               char *report, size_t cap);
+
+/*
+** A service for the store's levels (cl->cfg.delay_ms), each level starting
+** at offsets[level-1], persisting them to store_dir's delayOffset.json.
+** NULL with err (RMQ_ENOMEM).
+*/
+rmq_schedule_service *rmq_schedule_new(rmq_commitlog *cl, rmq_cq_table *cqs,
+                                       rmq_reput_service *reput, const char *store_dir,
+                                       const int64_t *offsets, rmq_err *err);
+int rmq_schedule_start(rmq_schedule_service *s, rmq_err *err);
+/* Look at every level now (a delayed message was put, or a test wants it). */
+void rmq_schedule_wakeup(rmq_schedule_service *s);
+/*
+** Stop the threads, write the offsets (when they moved) and free; NULL:
+** nothing. When the write fails the file keeps older offsets: the next open
+** delivers some messages again, never loses one.
+*/
+void rmq_schedule_free(rmq_schedule_service *s);
+
+/* The next SCHEDULE_TOPIC_XXXX queue offset of a level (1-based) to deliver. */
+int64_t rmq_schedule_offset(rmq_schedule_service *s, int level);
+/* Copy every level's offset into offsets[0..RMQ_MAX_DELAY_LEVELS). */
+void rmq_schedule_offsets(rmq_schedule_service *s, int64_t *offsets);
+/* Messages put back into their real topics, and those dropped (no real topic, half messages). */
+int64_t rmq_schedule_delivered(rmq_schedule_service *s);
+int64_t rmq_schedule_dropped(rmq_schedule_service *s);
+
+/*
+** ScheduleMessageService.correctDeliverTimestamp: a delivery time further
+** ahead than the level's delay (the clock went back since the put) is now.
+*/
+int64_t rmq_schedule_correct_deliver_time(int64_t now, int64_t deliver, int64_t delay_ms);
+
+#endif

@@ -1,0 +1,180 @@
+/*
+** test_schedule.c: the ScheduleMessageService (engine/schedule.c) seen from
+** the engine: the delivery-time correction for clock jumps; the record it
+** puts for the delayed message of RocketMQ's golden store, compared field by
+** field with the one RocketMQ's ScheduleMessageService put; which messages
+** are dropped (a transaction half message's REAL_TOPIC) and which sys_flag
+** bits a delivered copy keeps; the offsets it persists and loads; the
+** dispatcher's wake-up when a delayed message reaches its queue.
+*/
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "schedule.h"
+#include "store.h"
+#include "testutil.h"
+
+/* Wait up to 5 s for (topic, queue) to hold n messages. */
+static bool wait_queue(rmq_store *s, const char *topic, int queue, int64_t n) {
+  return rmq_store_wait_queue(s, topic, queue, n - 1, rmq_monotonic_ms() + 5000);
+}
+
+static void test_correct_deliver_time(void) {
+  CHECK_EQ_INT(rmq_schedule_correct_deliver_time(1000, 1500, 1000), 1500);
+  CHECK_EQ_INT(rmq_schedule_correct_deliver_time(1000, 2000, 1000), 2000);
+  /* further ahead than the delay: the clock went back since the put */
+  CHECK_EQ_INT(rmq_schedule_correct_deliver_time(1000, 2001, 1000), 1000);
+  CHECK_EQ_INT(rmq_schedule_correct_deliver_time(1000, 500, 1000), 500);
+}
+
+/* The golden store's properties of the delayed record and of RocketMQ's delivered copy. */
+static const char golden_props[] =
+    "REAL_TOPIC\001TopicA\002KEYS\001delay-1\002UNIQ_KEY\001C000020110922F2A1B3C0000006E000A"
+    "\002CLUSTER\001GoldenCluster\002DELAY\0013\002TAGS\001TagDelay\002REAL_QID\0011";
+
+/*
+** RocketMQ's store-normal holds one level-3 message (due long ago) and the
+** copy ScheduleMessageService put into TopicA queue 1 at queue offset 1;
+** with no delayOffset.json our service delivers it again, at offset 2, and
+** the copy must match RocketMQ's in every field it copies.
+*/
+static void test_golden_redelivery(void) {
+  char dir[256], cmd[1024];
+  const char *golden = getenv("RMQ_GOLDEN");
+  tu_tmpdir(dir, sizeof dir);
+  snprintf(cmd, sizeof cmd, "cp -r '%s/store-normal/.' '%s/'", golden ? golden : "test/golden",
+           dir);
+  CHECK_EQ_INT(system(cmd), 0);
+  rmq_config cfg;
+  tu_small_config(&cfg, 65536);
+  cfg.consumequeue_entries = 100;
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  CHECK(wait_queue(s, "TopicA", 1, 3));
+  rmq_consume_queue *cq = rmq_store_find_queue(s, "TopicA", 1);
+  rmq_cq_iter it;
+  rmq_cq_entry e[3];
+  rmq_cq_iter_start(&it, cq, 0);
+  int n = 0;
+  while (n < 3 && rmq_cq_iter_next(&it, &e[n])) n++;
+  rmq_cq_iter_stop(&it);
+  CHECK_EQ_INT(n, 3);
+  rmq_commitlog_ref ref[2];
+  rmq_message theirs, ours;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_read(s, e[1].phy_offset, &ref[0], &theirs, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_store_read(s, e[2].phy_offset, &ref[1], &ours, &err), RMQ_OK);
+  CHECK_EQ_INT(e[2].tags_code, e[1].tags_code);
+  CHECK_EQ_INT(ours.topic_len, theirs.topic_len);
+  CHECK_EQ_MEM(ours.topic, "TopicA", 6);
+  CHECK_EQ_INT(ours.queue_id, 1);
+  CHECK_EQ_INT(ours.queue_offset, 2);
+  CHECK_EQ_INT(ours.flag, theirs.flag);
+  CHECK_EQ_INT(ours.sys_flag, theirs.sys_flag);
+  CHECK_EQ_INT(ours.body_crc, theirs.body_crc);
+  CHECK_EQ_INT(ours.born_timestamp, theirs.born_timestamp);
+  CHECK(memcmp(&ours.born_host, &theirs.born_host, sizeof ours.born_host) == 0);
+  CHECK_EQ_INT(ours.reconsume_times, theirs.reconsume_times);
+  CHECK_EQ_INT(ours.prepared_transaction_offset, theirs.prepared_transaction_offset);
+  CHECK_EQ_INT(ours.body_len, theirs.body_len);
+  CHECK_EQ_MEM(ours.body, theirs.body, (size_t)theirs.body_len);
+  CHECK_EQ_INT(ours.properties_len, (int)sizeof golden_props - 1);
+  CHECK_EQ_MEM(ours.properties, golden_props, sizeof golden_props - 1);
+  CHECK_EQ_INT(theirs.properties_len, (int)sizeof golden_props - 1);
+  CHECK_EQ_MEM(theirs.properties, golden_props, sizeof golden_props - 1);
+  rmq_commitlog_ref_release(&ref[0]);
+  rmq_commitlog_ref_release(&ref[1]);
+  CHECK_EQ_INT(rmq_schedule_offset(rmq_store_schedule(s), 3), 1);
+  CHECK_EQ_INT(rmq_schedule_delivered(rmq_store_schedule(s)), 1);
+  rmq_store_close(s);
+  tu_rmrf(dir);
+}
+
+static void put_delayed(rmq_store *s, const char *topic, int32_t sys_flag, const char *body) {
+  tu_msg t;
+  rmq_message *m = tu_message(&t, topic, 0, body, (int)strlen(body), "DELAY=1");
+  m->sys_flag = sys_flag;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_put(s, m, 1, NULL, &err), RMQ_OK);
+}
+
+/*
+** A half message (real topic RMQ_SYS_TRANS_HALF_TOPIC) is dropped, as
+** executeOnTimeup discards it; a committed transaction's message is put
+** with its sys_flag as stored, as messageTimeup copies it; the offsets
+** survive a close.
+*/
+static void test_drop_and_flags(void) {
+  char dir[256];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  tu_small_config(&cfg, 65536);
+  snprintf(cfg.delay_levels, sizeof cfg.delay_levels, "1s");
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  put_delayed(s, RMQ_TRANS_HALF_TOPIC, 0, "half");
+  put_delayed(s, "Tx", RMQ_SYSFLAG_TRANSACTION_COMMIT, "committed");
+  CHECK(wait_queue(s, "Tx", 0, 1));
+  CHECK(rmq_store_find_queue(s, RMQ_TRANS_HALF_TOPIC, 0) == NULL);
+  rmq_cq_entry e;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_get(rmq_store_find_queue(s, "Tx", 0), 0, &e, &err), RMQ_OK);
+  rmq_commitlog_ref ref;
+  rmq_message m;
+  CHECK_EQ_INT(rmq_store_read(s, e.phy_offset, &ref, &m, &err), RMQ_OK);
+  CHECK_EQ_INT(m.sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK, RMQ_SYSFLAG_TRANSACTION_COMMIT);
+  CHECK_EQ_MEM(m.body, "committed", 9);
+  rmq_commitlog_ref_release(&ref);
+  rmq_schedule_service *svc = rmq_store_schedule(s);
+  CHECK_EQ_INT(rmq_schedule_dropped(svc), 1);
+  CHECK_EQ_INT(rmq_schedule_delivered(svc), 1);
+  CHECK_EQ_INT(rmq_schedule_offset(svc, 1), 2);
+  rmq_store_close(s);
+
+  int64_t offsets[RMQ_MAX_DELAY_LEVELS];
+  char report[RMQ_SCHEDULE_REPORT_MAX];
+  cfg.readonly = true;
+  s = tu_open(dir, &cfg);
+  if (!s) return;
+  CHECK(rmq_store_schedule(s) == NULL);
+  rmq_schedule_load_offsets(dir, rmq_store_consume_queues(s), offsets, report, sizeof report);
+  CHECK_EQ_INT(offsets[0], 2);
+  CHECK_EQ_STR(report, "");
+  rmq_store_close(s);
+  tu_rmrf(dir);
+}
+
+/*
+** The dispatcher wakes the service when a delayed message reaches its queue:
+** with one 60 s level the service sleeps 60 s when it has nothing, yet an
+** entry due at once (a record written to SCHEDULE_TOPIC_XXXX without DELAY,
+** whose tags code is 0) is delivered at once.
+*/
+static void test_wake_on_dispatch(void) {
+  char dir[256];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  tu_small_config(&cfg, 65536);
+  snprintf(cfg.delay_levels, sizeof cfg.delay_levels, "60s");
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  usleep(200000); /* the service has looked at its levels and sleeps */
+  tu_msg t;
+  rmq_message *m = tu_message(&t, RMQ_SCHEDULE_TOPIC, 0, "now", 3, "REAL_TOPIC=W;REAL_QID=0");
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_put(s, m, 1, NULL, &err), RMQ_OK);
+  int64_t t0 = rmq_monotonic_ms();
+  CHECK(wait_queue(s, "W", 0, 1));
+  CHECK(rmq_monotonic_ms() - t0 < 2000);
+  rmq_store_close(s);
+  tu_rmrf(dir);
+}
+
+int main(void) {
+  test_correct_deliver_time();
+  test_wake_on_dispatch();
+  test_golden_redelivery();
+  test_drop_and_flags();
+  return check_report();
+}
