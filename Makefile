@@ -11,7 +11,9 @@
 #                         (TORTURE_TXN_KILLS), of sync producers
 #                         (TORTURE_SYNC_KILLS), and the two-engine cases
 #                         (TORTURE_ENGINE_ROUNDS), during delayed delivery
-#                         (TORTURE_SCHEDULE_KILLS); `make check` runs a few of each
+#                         (TORTURE_SCHEDULE_KILLS), of a process committing
+#                         consumer offsets (TORTURE_CONSUMER_KILLS); `make check`
+#                         runs a few of each
 #   make bench            build and run test/bench/*
 #   make demo             the README's first command
 #   make install          the extension, the engine library and its headers
@@ -119,11 +121,13 @@ TORTURE_TXN_KILLS ?= 40
 TORTURE_SYNC_KILLS ?= 50
 TORTURE_ENGINE_ROUNDS ?= 200
 TORTURE_SCHEDULE_KILLS ?= 20
+TORTURE_CONSUMER_KILLS ?= 50
 torture: all $(TESTS)
 	RMQ_TORTURE_KILLS=$(TORTURE_TXN_KILLS) test/run.sh $(BUILD) '^test_txn_crash$$'
 	RMQ_TORTURE_KILLS=$(TORTURE_SYNC_KILLS) test/run.sh $(BUILD) '^test_sync_torture$$'
 	RMQ_TORTURE_ENGINES=$(TORTURE_ENGINE_ROUNDS) test/run.sh $(BUILD) '^store_engines\.py$$'
 	RMQ_SCHEDULE_CRASH_CYCLES=$(TORTURE_SCHEDULE_KILLS) test/run.sh $(BUILD) '^schedule_crash\.test$$'
+	RMQ_CONSUMER_CRASH_CYCLES=$(TORTURE_CONSUMER_KILLS) test/run.sh $(BUILD) '^consumer_crash\.test$$'
 
 test:
 	test/deps.sh
@@ -153,7 +157,7 @@ bench: all $(BENCHES)
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
-DEMO_SQL = quickstart consume outbox joins admin broker_store delayed
+DEMO_SQL = quickstart consume consumer_group outbox joins admin broker_store delayed
 demo: all
 	@rm -rf build/demo-store build/delayed-store
 	@for f in $(DEMO_SQL); do \
