@@ -241,10 +241,22 @@ def case_java(tmp):
     a.close()
 
 
+def sanitizer_preloaded():
+    """A sanitizer runtime preloaded into this (uninstrumented) interpreter: its
+    allocator is not fork-safe there, so a forked child can hang in malloc on a
+    lock an engine thread held at the fork."""
+    preload = os.environ.get('LD_PRELOAD', '')
+    return 'libasan' in preload or 'libtsan' in preload
+
+
 def main():
     bind_skipped = False
+    cases = [case_bind, case_rename, case_recreate, case_fork, case_copies, case_java]
+    if sanitizer_preloaded():
+        cases.remove(case_fork)
+        print('# fork: skipped under a preloaded sanitizer runtime (make check runs it)')
     for _ in range(ROUNDS):
-        for case in (case_bind, case_rename, case_recreate, case_fork, case_copies, case_java):
+        for case in cases:
             tmp = tempfile.mkdtemp(prefix='rmq-engines-')
             try:
                 if case(tmp) is False:
