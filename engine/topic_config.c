@@ -89,8 +89,10 @@ static int note_queue(rmq_topic_config_manager *m, const char *topic, int32_t qu
     snprintf(fresh.topic, sizeof fresh.topic, "%s", topic);
     if (!(t = add(m, &fresh))) return RMQ_ENOMEM;
   }
-  if (t->read_queues <= queue_id) t->read_queues = queue_id + 1;
-  if (t->write_queues <= queue_id) t->write_queues = queue_id + 1;
+  /* A queue id of INT32_MAX leaves the count at INT32_MAX: a count is an int in RocketMQ. */
+  int32_t count = queue_id == INT32_MAX ? INT32_MAX : queue_id + 1;
+  if (t->read_queues < count) t->read_queues = count;
+  if (t->write_queues < count) t->write_queues = count;
   m->dirty = true;
   return RMQ_OK;
 }
