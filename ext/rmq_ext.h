@@ -139,6 +139,14 @@ int rmqx_tvf_dir_open(rmqx_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v);
 /* rmqx_reader_wait_dispatched, its failure an error on vt. */
 int rmqx_tvf_dir_wait_dispatched(rmqx_tvf_dir *d, sqlite3_vtab *vt);
 void rmqx_tvf_dir_close(rmqx_tvf_dir *d);
+/*
+** xFilter of a table whose rows are a snapshot taken once: checks the
+** arguments, opens the store of dir (after the dispatcher caught up, when
+** `dispatched`), calls fill(ctx, reader) and lets the store go.
+*/
+typedef int (*rmqx_tvf_fill_fn)(void *ctx, rmqx_reader *r);
+int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, sqlite3_value *dir,
+                          bool dispatched, rmqx_tvf_fill_fn fill, void *ctx);
 
 /*
 ** row.c: a row INSERTed into the rocketmq table, checked and turned into

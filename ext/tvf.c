@@ -203,6 +203,18 @@ int rmqx_tvf_dir_wait_dispatched(rmqx_tvf_dir *d, sqlite3_vtab *vt) {
   return rc;
 }
 
+int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, sqlite3_value *dir,
+                          bool dispatched, rmqx_tvf_fill_fn fill, void *ctx) {
+  int rc = rmqx_tvf_check_args(vt, idx);
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(d, vt, dir);
+  if (rc != SQLITE_OK) return rc;
+  if (dispatched) rc = rmqx_tvf_dir_wait_dispatched(d, vt);
+  if (rc == SQLITE_OK) rc = fill(ctx, &d->reader);
+  /* The rows are a snapshot: the store need not stay open. */
+  rmqx_reader_close(&d->reader);
+  return rc;
+}
+
 void rmqx_tvf_dir_close(rmqx_tvf_dir *d) {
   rmqx_reader_close(&d->reader);
   sqlite3_free(d->dir);

@@ -96,7 +96,9 @@ static int cmp_rows(const void *a, const void *b) {
 }
 
 /* Copy the committed positions and their queues' max offsets into c->rows. */
-static int snapshot(co_cursor *c, rmq_store *store) {
+static int snapshot(void *ctx, rmqx_reader *reader) {
+  co_cursor *c = ctx;
+  rmq_store *store = reader->store;
   rmq_group_offset *all;
   int n;
   rmq_err err = {0};
@@ -123,14 +125,7 @@ static int co_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   co_cursor *c = (co_cursor *)cur;
   clear_rows(c);
-  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
-  if (rc != SQLITE_OK) return rc;
-  rc = rmqx_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
-  if (rc == SQLITE_OK) rc = snapshot(c, c->src.reader.store);
-  /* The rows are a snapshot: the store need not stay open. */
-  rmqx_reader_close(&c->src.reader);
-  return rc;
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], true, snapshot, c);
 }
 
 static int co_next(sqlite3_vtab_cursor *cur) {

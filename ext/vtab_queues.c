@@ -97,7 +97,9 @@ static int cmp_rows(const void *a, const void *b) {
 }
 
 /* Copy the offsets of every queue of the store into c->rows. */
-static int snapshot(qs_cursor *c, rmq_store *store) {
+static int snapshot(void *ctx, rmqx_reader *reader) {
+  qs_cursor *c = ctx;
+  rmq_store *store = reader->store;
   rmq_queue_info *all;
   int n;
   rmq_err err = {0};
@@ -124,14 +126,7 @@ static int qs_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   qs_cursor *c = (qs_cursor *)cur;
   clear_rows(c);
-  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
-  if (rc != SQLITE_OK) return rc;
-  rc = rmqx_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
-  if (rc == SQLITE_OK) rc = snapshot(c, c->src.reader.store);
-  /* The rows are a snapshot: the store need not stay open. */
-  rmqx_reader_close(&c->src.reader);
-  return rc;
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], true, snapshot, c);
 }
 
 static int qs_next(sqlite3_vtab_cursor *cur) {

@@ -140,23 +140,19 @@ static int add_row(void *ctx, const rmq_scheduled *m) {
   return ok ? RMQ_OK : RMQ_ENOMEM;
 }
 
+/* The pending delayed messages into c->rows. */
+static int list_scheduled(void *ctx, rmqx_reader *r) {
+  rmq_err err = {0};
+  return rmq_store_scheduled(r->store, add_row, ctx, &err) == RMQ_OK ? SQLITE_OK : SQLITE_NOMEM;
+}
+
 static int sc_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
   (void)argc;
   sc_cursor *c = (sc_cursor *)cur;
   clear_rows(c);
-  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
-  if (rc != SQLITE_OK) return rc;
-  rc = rmqx_tvf_dir_wait_dispatched(&c->src, cur->pVtab);
-  rmq_err err = {0};
-  if (rc == SQLITE_OK && rmq_store_scheduled(c->src.reader.store, add_row, c, &err) != RMQ_OK) {
-    rc = SQLITE_NOMEM;
-  }
-  /* The rows are a snapshot: the store need not stay open. */
-  rmqx_reader_close(&c->src.reader);
-  return rc;
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], true, list_scheduled, c);
 }
 
 static int sc_next(sqlite3_vtab_cursor *cur) {

@@ -116,7 +116,8 @@ static bool add_text(st_cursor *c, const char *name, const char *text) {
   return true;
 }
 
-static int compute_rows(st_cursor *c, rmqx_reader *r) {
+static int compute_rows(void *ctx, rmqx_reader *r) {
+  st_cursor *c = ctx;
   rmq_stats st;
   rmq_err err = {0};
   if (rmq_store_stats(r->store, &st, &err) != RMQ_OK) return SQLITE_NOMEM;
@@ -174,13 +175,7 @@ static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)argc;
   st_cursor *c = (st_cursor *)cur;
   clear_rows(c);
-  int rc = rmqx_tvf_check_args(cur->pVtab, idx);
-  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(&c->src, cur->pVtab, argv[0]);
-  if (rc != SQLITE_OK) return rc;
-  rc = compute_rows(c, &c->src.reader);
-  /* The rows are computed once: the store need not stay open. */
-  rmqx_reader_close(&c->src.reader);
-  return rc;
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], false, compute_rows, c);
 }
 
 static int st_next(sqlite3_vtab_cursor *cur) {
