@@ -814,12 +814,8 @@ static int make_damaged_dir(rmq_commitlog *cl, char *out, size_t cap, rmq_err *e
 }
 
 static int sync_dir(const char *dir, rmq_err *err) {
-  int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
-  int rc = fd >= 0 && rmq_io_fsync(fd) == 0
-               ? RMQ_OK
-               : rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
-  if (fd >= 0) close(fd);
-  return rc;
+  if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
 }
 
 /*

@@ -129,16 +129,8 @@ static int backup(const char *path, const char *bak, rmq_err *err) {
 static int sync_dir(const char *path, rmq_err *err) {
   char dir[PATH_MAX];
   config_dir(path, dir);
-  int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
-  if (fd < 0) {
-    return rmq_err_set(err, RMQ_EIO, "cannot open directory %s: %s", dir, strerror(errno));
-  }
-  int rc = RMQ_OK;
-  if (rmq_io_fsync(fd) != 0) {
-    rc = rmq_err_set(err, RMQ_EIO, "cannot fsync directory %s: %s", dir, strerror(errno));
-  }
-  close(fd);
-  return rc;
+  if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot fsync directory %s: %s", dir, strerror(errno));
 }
 
 int rmq_config_persist(const char *path, const char *text, size_t len, rmq_err *err) {

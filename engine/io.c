@@ -120,3 +120,13 @@ int rmq_io_unlink(const char *path) {
   if (io_should_fail(RMQ_IO_UNLINK)) return -1;
   return unlink(path);
 }
+
+int rmq_io_fsync_dir(const char *dir) {
+  int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0) return -1;
+  int rc = rmq_io_fsync(fd);
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}

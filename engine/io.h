@@ -38,6 +38,8 @@ int rmq_io_ftruncate(int fd, off_t len);
 int rmq_io_fallocate(int fd, off_t off, off_t len);
 void *rmq_io_mmap(int fd, size_t len, int writable);
 int rmq_io_unlink(const char *path);
+/* open + fsync + close of a directory, so that entries made or renamed in it persist. */
+int rmq_io_fsync_dir(const char *dir);
 
 /*
 ** Fault injection for tests: the nth call (1 = the next one) of op from now

@@ -28,12 +28,8 @@ static int sync_parent_dir(const char *path, rmq_err *err) {
   if (n == 0 || n >= sizeof dir) return RMQ_OK;
   memcpy(dir, path, n);
   dir[n] = '\0';
-  int fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
-  int rc = fd >= 0 && rmq_io_fsync(fd) == 0
-               ? RMQ_OK
-               : rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
-  if (fd >= 0) close(fd);
-  return rc;
+  if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
 }
 
 int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool create,
