@@ -57,6 +57,7 @@ typedef struct rmq_mapped_file {
   atomic_int refcount;
   atomic_bool available;
   atomic_bool unlink_on_free;
+  atomic_bool revoked; /* rmq_mapped_file_revoke: the mapping holds zeros now */
   bool first_in_queue;              /* first file a consume queue ever created */
   rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
   void *write_failed_ctx;
@@ -85,6 +86,38 @@ bool rmq_mapped_file_hold(rmq_mapped_file *mf);
 void rmq_mapped_file_release(rmq_mapped_file *mf);
 /* Refuse new holds and drop the owner's reference; unlink at the last release if asked. */
 void rmq_mapped_file_shutdown(rmq_mapped_file *mf, bool unlink_file);
+/*
+** Take a deleted file away from readers that still hold it: its mapping is
+** replaced by zeros (never SIGBUS), its name unlinked and its descriptor
+** closed, so its disk space is freed now. Readers see rmq_mapped_file_revoked
+** and must check it after copying bytes out.
+*/
+void rmq_mapped_file_revoke(rmq_mapped_file *mf);
+bool rmq_mapped_file_revoked(const rmq_mapped_file *mf);
+
+/*
+** Deleted files that readers still hold (MappedFile.destroy): each one is
+** unlinked when its last reader lets go, or revoked once it was held longer
+** than a grace period after its deletion (ReferenceResource.shutdown with
+** intervalForcibly). One list per store; thread-safe.
+*/
+typedef struct rmq_retired_file {
+  rmq_mapped_file *mf; /* held by the list */
+  int64_t since_ms;    /* monotonic time of the deletion */
+} rmq_retired_file;
+typedef struct rmq_retired_files {
+  pthread_mutex_t mu;
+  rmq_retired_file *items;
+  int count, cap;
+} rmq_retired_files;
+void rmq_retired_init(rmq_retired_files *r);
+/* Let go of every file (each is unlinked at its last release) and free the list. */
+void rmq_retired_destroy(rmq_retired_files *r);
+/* Shut mf down for unlinking; when readers hold it, watch it until they let go. */
+void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf);
+/* Free the files nobody holds; revoke those held past grace_ms. Returns how many still wait. */
+int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms);
+int rmq_retired_count(rmq_retired_files *r);
 
 /* Take a write buffer from the pool (transient store pool mode); none left is fine. */
 void rmq_mapped_file_use_pool(rmq_mapped_file *mf, rmq_transient_store_pool *pool);

@@ -45,6 +45,7 @@ typedef struct rmq_mapped_file_queue {
   pthread_mutex_t flush_mu;         /* queue-level flush/commit are serialised */
   rmq_write_failed_fn write_failed; /* given to each file the queue takes */
   void *write_failed_ctx;
+  rmq_retired_files *retired; /* where deleted files wait for their readers; NULL: none */
 } rmq_mapped_file_queue;
 
 int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
@@ -96,7 +97,10 @@ int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_so
 */
 void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset);
 
-/* Remove and unlink the first file (expiry); false if it is the only one. */
+/*
+** Remove the first file (expiry) and unlink it, through q->retired when set
+** (readers first: see rmq_retired_add); false if it is the only one.
+*/
 bool rmq_mfq_delete_first(rmq_mapped_file_queue *q);
 
 #endif

@@ -224,25 +224,30 @@ int64_t rmq_monotonic_ms(void); /* monotonic clock, ms (deadlines) */
 #define RMQ_MAX_DELAY_LEVELS 64
 
 typedef struct rmq_config {
-  bool flush_sync;              /* flush='sync': puts return once on disk */
-  int32_t commitlog_file_size;  /* 1073741824 */
-  int32_t consumequeue_entries; /* 300000 (20-byte entries per file) */
-  int32_t index_slots;          /* 5000000 */
-  int32_t index_entries;        /* 20000000 */
-  int32_t max_message_size;     /* 4194304: limit on a body */
-  int default_queues;           /* 4 */
-  char delay_levels[512];       /* "1s 5s ... 2h" */
-  int file_reserved_hours;      /* 72 */
-  char delete_when[64];         /* "04" */
-  int disk_max_used_ratio;      /* 75 */
-  bool readonly;                /* read the files, take no lock, write nothing */
-  rmq_host store_host;          /* 127.0.0.1:10911, part of every msgId */
-  int sync_flush_timeout_ms;    /* 5000 */
-  int transient_store_pool;     /* write buffers; 0 = off (async flush only) */
-  bool warm_mapped_file;        /* pre-fault and mlock new CommitLog segments */
-  bool use_spin_lock;           /* put lock: spin instead of a mutex */
-  int flush_interval_ms;        /* 500: FlushRealTimeService */
-  int max_reconsume_times;      /* 16: retries before rmq_store_send_back goes to %DLQ% */
+  bool flush_sync;               /* flush='sync': puts return once on disk */
+  int32_t commitlog_file_size;   /* 1073741824 */
+  int32_t consumequeue_entries;  /* 300000 (20-byte entries per file) */
+  int32_t index_slots;           /* 5000000 */
+  int32_t index_entries;         /* 20000000 */
+  int32_t max_message_size;      /* 4194304: limit on a body */
+  int default_queues;            /* 4 */
+  char delay_levels[512];        /* "1s 5s ... 2h" */
+  int file_reserved_hours;       /* 72 */
+  char delete_when[64];          /* "04" */
+  int disk_max_used_ratio;       /* 75: above it, expired segments go at any hour */
+  int disk_clean_forcibly_ratio; /* 85: above it, unexpired segments go too */
+  int disk_warning_ratio;        /* 90: above it, writes are refused (RMQ_EFULL) */
+  int clean_interval_ms;         /* 10000: CleanCommitLogService's period */
+  int clean_first_delay_ms;      /* 60000: before the first periodic pass */
+  int clean_grace_ms;            /* 120000: a deleted file's wait for its readers */
+  bool readonly;                 /* read the files, take no lock, write nothing */
+  rmq_host store_host;           /* 127.0.0.1:10911, part of every msgId */
+  int sync_flush_timeout_ms;     /* 5000 */
+  int transient_store_pool;      /* write buffers; 0 = off (async flush only) */
+  bool warm_mapped_file;         /* pre-fault and mlock new CommitLog segments */
+  bool use_spin_lock;            /* put lock: spin instead of a mutex */
+  int flush_interval_ms;         /* 500: FlushRealTimeService */
+  int max_reconsume_times;       /* 16: retries before rmq_store_send_back goes to %DLQ% */
 } rmq_config;
 
 /* RocketMQ's defaults. */
@@ -399,6 +404,12 @@ typedef struct rmq_commitlog_ref {
   size_t avail;
 } rmq_commitlog_ref;
 void rmq_commitlog_ref_release(rmq_commitlog_ref *ref);
+/*
+** false once expiry took the held segment away: a reader that held it longer
+** than clean_grace_ms after its deletion. Bytes read through the ref are
+** then zeros, not the record: check after copying them out.
+*/
+bool rmq_commitlog_ref_valid(const rmq_commitlog_ref *ref);
 
 /*
 ** Decode the record at a commit-log offset (no CRC check) into *out, whose
@@ -493,6 +504,8 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
 bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec);
 /* Let go of the held segment; the iterator may be started again. */
 void rmq_commitlog_iter_stop(rmq_commitlog_iter *it);
+/* As rmq_commitlog_ref_valid, for the record the last Next returned. */
+bool rmq_commitlog_iter_valid(const rmq_commitlog_iter *it);
 
 /* -------------------------------------------------------- consume queues */
 
@@ -693,6 +706,8 @@ int rmq_store_index_error(rmq_store *s, rmq_err *err);
 */
 bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v);
 void rmq_index_view_release(rmq_index_view *v);
+/* As rmq_commitlog_ref_valid: false once expiry took the file away from the view. */
+bool rmq_index_view_valid(const rmq_index_view *v);
 /* The newest item number in key_hash's slot (0: empty). */
 int32_t rmq_index_view_slot(const rmq_index_view *v, int32_t key_hash);
 /* Item k; false unless 1 <= k < the file's item capacity. */
@@ -754,13 +769,21 @@ typedef struct rmq_stats {
   int64_t consume_queues;     /* (topic, queue_id) pairs */
   int64_t consumequeue_files; /* their segments, all queues together */
   int64_t index_files, index_slots, index_entries;
-  int64_t file_bytes;         /* the sizes of all files under the store's directory */
-  int64_t disk_bytes;         /* the disk space they take (allocated blocks) */
-  const char *recovery;       /* rmq_store_recovery_report, valid while the store is open */
-  bool poisoned;              /* an I/O failure stopped writes until the store is reopened */
-  char poison_reason[256];    /* why, "" when not poisoned */
-  int64_t schedule_delivered; /* delayed messages put into their real topics since the open */
-  const char *delay_offsets;  /* NULL, or why delayOffset.json could not be used at the open */
+  int64_t file_bytes;             /* the sizes of all files under the store's directory */
+  int64_t disk_bytes;             /* the disk space they take (allocated blocks) */
+  const char *recovery;           /* rmq_store_recovery_report, valid while the store is open */
+  bool poisoned;                  /* an I/O failure stopped writes until the store is reopened */
+  char poison_reason[256];        /* why, "" when not poisoned */
+  int64_t schedule_delivered;     /* delayed messages put into their real topics since the open */
+  const char *delay_offsets;      /* NULL, or why delayOffset.json could not be used at the open */
+  double disk_used_ratio;         /* of the disk holding the commit log, 0..1; -1 unknown */
+  bool disk_full;                 /* writes refused: disk_used_ratio above disk_warning_ratio */
+  int64_t clean_runs;             /* clean passes since the open, periodic and rmq_store_clean */
+  int64_t files_deleted;          /* files the clean passes deleted since the open */
+  int64_t files_awaiting_readers; /* deleted files a reader still holds (space not yet free) */
+  int64_t flush_runs;             /* FlushRealTimeService / GroupCommitService flushes done */
+  int64_t commit_runs;            /* CommitRealTimeService commits done (transient_store_pool) */
+  int64_t cq_flush_runs;          /* FlushConsumeQueueService flushes done */
 } rmq_stats;
 /*
 ** Fill *st. The file sizes come from a walk of the store's directory
@@ -768,6 +791,48 @@ typedef struct rmq_stats {
 ** out). RMQ_ENOMEM when the list of consume queues cannot be copied.
 */
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
+
+/* ------------------------------------------------------------- retention */
+
+/*
+** One clean pass now (DefaultMessageStore's manual delete): CleanCommitLogService
+** at any hour, still honouring file_reserved_hours (and deleting unexpired
+** segments when the disk is above disk_clean_forcibly_ratio), then
+** CleanConsumeQueueService and the index files. At most 10 commit-log segments,
+** oldest first, never the current one, stopping at the first one kept.
+** *deleted: the files deleted (all kinds). RMQ_EINVAL on a read-only store,
+** RMQ_EIO naming the file that could not be unlinked.
+*/
+int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err);
+
+/*
+** A file of the store as rmq_store_files reports it. Pointers are valid
+** during the callback. kind: "commitlog", "consumequeue", "index",
+** "checkpoint", "abort", "lock", "config", or "other". first_offset: the
+** commit-log offset a segment starts at; for a consume-queue file the
+** queue offset of its first entry; for an index file its first commit-log
+** offset; -1 for the others. expires_at: ms since the epoch when a
+** commit-log segment becomes old enough to delete (mtime +
+** file_reserved_hours), -1 for files that go with the commit log.
+*/
+typedef struct rmq_file_info {
+  const char *kind;
+  const char *path; /* relative to the store's directory */
+  int64_t first_offset;
+  int64_t size;       /* st_size */
+  int64_t disk_bytes; /* allocated blocks */
+  int64_t mtime_ms;
+  int64_t expires_at_ms;
+  bool would_delete;  /* the next periodic clean pass deletes it */
+  const char *reason; /* why it would be deleted, or kept */
+} rmq_file_info;
+typedef int (*rmq_file_fn)(void *ctx, const rmq_file_info *f);
+/*
+** Every file under the store's directory, with what the next periodic clean
+** pass would do to it (a dry run: nothing is changed). A non-zero return of
+** fn stops the walk and is returned. RMQ_EIO when the directory cannot be read.
+*/
+int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err);
 
 /* ---------------------------------------------------------------- verify */
 

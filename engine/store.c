@@ -85,6 +85,11 @@ void rmq_config_init(rmq_config *cfg) {
   cfg->file_reserved_hours = 72;
   snprintf(cfg->delete_when, sizeof cfg->delete_when, "04");
   cfg->disk_max_used_ratio = 75;
+  cfg->disk_clean_forcibly_ratio = 85;
+  cfg->disk_warning_ratio = 90;
+  cfg->clean_interval_ms = 10000;
+  cfg->clean_first_delay_ms = 60000;
+  cfg->clean_grace_ms = 120000;
   rmq_host_parse("127.0.0.1:10911", &cfg->store_host);
   cfg->sync_flush_timeout_ms = 5000;
   cfg->flush_interval_ms = 500;
@@ -141,6 +146,18 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   if (!rc) rc = check_range("default_queues", cfg->default_queues, 1, 1024, err);
   if (!rc) rc = check_range("file_reserved_hours", cfg->file_reserved_hours, 0, 1 << 20, err);
   if (!rc) rc = check_range("disk_max_used_ratio", cfg->disk_max_used_ratio, 10, 95, err);
+  if (!rc)
+    rc = check_range("disk_clean_forcibly_ratio", cfg->disk_clean_forcibly_ratio, 10, 99, err);
+  if (!rc) rc = check_range("disk_warning_ratio", cfg->disk_warning_ratio, 10, 99, err);
+  if (!rc && cfg->disk_clean_forcibly_ratio > cfg->disk_warning_ratio) {
+    rc = rmq_err_set(err, RMQ_EINVAL,
+                     "disk_clean_forcibly_ratio (%d) must not exceed disk_warning_ratio (%d): "
+                     "forced cleaning starts before writes are refused",
+                     cfg->disk_clean_forcibly_ratio, cfg->disk_warning_ratio);
+  }
+  if (!rc) rc = check_range("clean_interval_ms", cfg->clean_interval_ms, 10, 86400000, err);
+  if (!rc) rc = check_range("clean_first_delay_ms", cfg->clean_first_delay_ms, 0, 86400000, err);
+  if (!rc) rc = check_range("clean_grace_ms", cfg->clean_grace_ms, 0, 86400000, err);
   if (!rc) rc = check_range("sync_flush_timeout_ms", cfg->sync_flush_timeout_ms, 1, 3600000, err);
   if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
   if (!rc) rc = check_range("max_reconsume_times", cfg->max_reconsume_times, 0, 10000, err);
