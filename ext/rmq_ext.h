@@ -35,6 +35,7 @@ int rmqx_register_queues_table(sqlite3 *db);       /* vtab_queues.c: rocketmq_qu
 int rmqx_register_stats_table(sqlite3 *db);        /* vtab_stats.c: rocketmq_stats */
 int rmqx_register_verify_table(sqlite3 *db);       /* vtab_verify.c: rocketmq_verify */
 int rmqx_register_scheduled_table(sqlite3 *db);    /* vtab_scheduled.c: rocketmq_scheduled */
+int rmqx_register_files_table(sqlite3 *db);        /* vtab_files.c: rocketmq_files */
 /* vtab_consumer_offsets.c: rocketmq_consumer_offsets */
 int rmqx_register_consumer_offsets_table(sqlite3 *db);
 int rmqx_register_functions(sqlite3 *db); /* functions.c: rocketmq_flush, ... */
