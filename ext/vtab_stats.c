@@ -56,6 +56,17 @@
 **                           be used when the store was opened (its .bak was
 **                           read, or delivery started at each schedule
 **                           queue's start)
+**    disk_used_ratio        the used share of the disk holding the commit
+**                           log, 0 to 1 (REAL; -1 when it cannot be read)
+**    disk_full              1 while writes are refused because
+**                           disk_used_ratio is above disk_warning_ratio
+**                           (INSERT fails with SQLITE_FULL), else 0
+**    clean_runs             clean passes since the store was opened, the
+**                           periodic ones and rocketmq_clean()'s
+**    files_deleted          files those passes deleted
+**    files_awaiting_readers deleted files that a reader (a cursor) still
+**                           holds: their disk space is freed when it lets
+**                           go, or after clean_grace_ms
 **
 ** How it works: xFilter computes every row once, from rmq_store_stats
 ** (which walks dir for the file sizes, symbolic links not followed); idxNum
@@ -68,7 +79,7 @@
 
 enum { COL_NAME, COL_VALUE, COL_DIR };
 
-#define MAX_ROWS 32
+#define MAX_ROWS 48
 
 typedef struct st_row {
   const char *name;
@@ -146,6 +157,11 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   ok = ok && add_text(c, "poison_reason", st.poisoned ? st.poison_reason : NULL);
   add_int(c, "schedule_delivered", st.schedule_delivered);
   ok = ok && add_text(c, "delay_offsets", st.delay_offsets);
+  add_real(c, "disk_used_ratio", st.disk_used_ratio);
+  add_int(c, "disk_full", st.disk_full);
+  add_int(c, "clean_runs", st.clean_runs);
+  add_int(c, "files_deleted", st.files_deleted);
+  add_int(c, "files_awaiting_readers", st.files_awaiting_readers);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 
