@@ -458,6 +458,16 @@ void rmq_commitlog_prepare_segment(rmq_commitlog *cl) {
   put_unlock(cl);
 }
 
+/* DefaultMessageStore.checkStoreStatus: no put while the disk is full (RunningFlags.DISK_FULL). */
+static int check_disk(rmq_commitlog *cl, rmq_err *err) {
+  int percent = atomic_load_explicit(&cl->disk_full, memory_order_relaxed);
+  if (percent == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EFULL,
+                     "disk of %s is %d%% full, above disk_warning_ratio %d%%: writes are refused "
+                     "until cleaning brings it below",
+                     cl->mfq.dir, percent, cl->cfg.disk_warning_ratio);
+}
+
 /* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
 static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                          int64_t total, stamp_state *st, int64_t *first_offset, rmq_err *err) {
@@ -476,6 +486,7 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   int64_t total = 0;
   for (int i = 0; i < nspans; i++) total += (int64_t)spans[i].len;
   int rc = check_batch_size(cl, count, total, err);
+  if (rc == RMQ_OK) rc = check_disk(cl, err);
   if (rc != RMQ_OK) return rc;
   put_lock(cl);
   stamp_state st = {.now = rmq_now_ms(), .result = results};

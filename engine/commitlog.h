@@ -15,7 +15,9 @@
 **
 ** A failed fsync or commit poisons the CommitLog: every later put fails with
 ** RMQ_EPOISONED until the store is reopened, since the page cache's state is
-** unknown after such a failure.
+** unknown after such a failure. While the clean service finds the disk above
+** disk_warning_ratio (RunningFlags' DISK_FULL), every put fails with
+** RMQ_EFULL before anything is written.
 */
 #ifndef RMQ_COMMITLOG_H
 #define RMQ_COMMITLOG_H
@@ -38,7 +40,8 @@ typedef struct rmq_commitlog_config {
   int32_t file_size;
   int32_t max_message_size;
   bool use_spin_lock;
-  bool flush_sync; /* a batch is forced to disk before its head (flush='sync') */
+  bool flush_sync;        /* a batch is forced to disk before its head (flush='sync') */
+  int disk_warning_ratio; /* named when a full disk refuses a put */
   rmq_host store_host;
   int delay_level_count;
   int64_t delay_ms[RMQ_MAX_DELAY_LEVELS]; /* level i+1 waits delay_ms[i] */
@@ -51,7 +54,8 @@ typedef struct rmq_commitlog {
   pthread_mutex_t put_mutex;
   pthread_spinlock_t put_spin;
   atomic_bool poisoned;
-  char poison_msg[256];               /* written once, before poisoned is set */
+  char poison_msg[256]; /* written once, before poisoned is set */
+  atomic_int disk_full; /* 0, or the disk's used percent above disk_warning_ratio (clean.c) */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
 } rmq_commitlog;

@@ -533,16 +533,21 @@ static int64_t last_entry_offset(rmq_consume_queue *cq, rmq_mapped_file *mf) {
   return rmq_get64(mf->mapped + cq->file_size - UNIT);
 }
 
-int rmq_cq_delete_expired(rmq_consume_queue *cq, int64_t phy_min_offset) {
-  int deleted = 0;
-  while (rmq_mfq_count(&cq->mfq) > 1) {
-    rmq_mapped_file *mf = rmq_mfq_first(&cq->mfq);
+int rmq_cq_expired_files(rmq_consume_queue *cq, int64_t phy_min_offset) {
+  int n = 0;
+  for (int count = rmq_mfq_count(&cq->mfq); n < count - 1; n++) {
+    rmq_mapped_file *mf = rmq_mfq_get(&cq->mfq, n);
     if (mf == NULL) break;
     int64_t last = last_entry_offset(cq, mf);
     rmq_mapped_file_release(mf);
-    if (last < 0 || last >= phy_min_offset || !rmq_mfq_delete_first(&cq->mfq)) break;
-    deleted++;
+    if (last < 0 || last >= phy_min_offset) break;
   }
+  return n;
+}
+
+int rmq_cq_delete_expired(rmq_consume_queue *cq, int64_t phy_min_offset) {
+  int expired = rmq_cq_expired_files(cq, phy_min_offset), deleted = 0;
+  while (deleted < expired && rmq_mfq_delete_first(&cq->mfq)) deleted++;
   rmq_cq_correct_min_offset(cq, phy_min_offset);
   return deleted;
 }
@@ -553,6 +558,7 @@ struct rmq_cq_table {
   char *root;
   int32_t entries_per_file;
   bool writable;
+  rmq_retired_files *retired; /* given to every queue's file list */
   pthread_rwlock_t lock;
   rmq_topic_queue_table *queues; /* (topic, queue_id) -> rmq_consume_queue * */
 };
@@ -577,6 +583,8 @@ int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable, 
   *out = t;
   return RMQ_OK;
 }
+
+void rmq_cq_table_set_retired(rmq_cq_table *t, rmq_retired_files *retired) { t->retired = retired; }
 
 void rmq_cq_table_free(rmq_cq_table *t) {
   if (t == NULL) return;
@@ -607,6 +615,7 @@ static int table_add(rmq_cq_table *t, const char *topic, int32_t queue_id, rmq_c
                      rmq_err *err) {
   int rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
   if (rc != RMQ_OK) return rc;
+  (*out)->mfq.retired = t->retired;
   rmq_tqt_entry *e = rmq_tqt_get(t->queues, topic, strlen(topic), queue_id);
   if (e == NULL) {
     rmq_cq_close(*out);

@@ -159,6 +159,8 @@ int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err);
 ** correct_min_offset(phy_min_offset). Returns the number deleted.
 */
 int rmq_cq_delete_expired(rmq_consume_queue *cq, int64_t phy_min_offset);
+/* How many segments rmq_cq_delete_expired would delete now (its rule, for dry runs). */
+int rmq_cq_expired_files(rmq_consume_queue *cq, int64_t phy_min_offset);
 
 /* ------------------------------------------------------------------------
 ** The store's consume queues, keyed by (topic, queue_id). Look-ups are a
@@ -172,6 +174,11 @@ int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable, 
                      rmq_err *err);
 /* Close every queue and free the table. */
 void rmq_cq_table_free(rmq_cq_table *t);
+/*
+** Where the queues' deleted segments wait for their readers (rmq_retired_add);
+** set before the table is loaded: each queue it opens gets it.
+*/
+void rmq_cq_table_set_retired(rmq_cq_table *t, rmq_retired_files *retired);
 
 /*
 ** Open every queue under <root>/consumequeue. Directories whose name is not

@@ -704,13 +704,36 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
 }
 
 /* IS 90-141. */
-int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset) {
-  pthread_rwlock_wrlock(&s->lock);
+/* The files deleteExpiredFile takes, oldest first; with the lock held. */
+static int expired_files(rmq_index_service *s, int64_t commitlog_min_offset) {
   int n = 0;
   while (n < s->count - 1 && atomic_load(&s->files[n]->end_phy_offset) < commitlog_min_offset) {
     n++;
   }
-  for (int i = 0; i < n; i++) rmq_index_file_close(s->files[i], true);
+  return n;
+}
+
+int rmq_index_service_expired_files(rmq_index_service *s, int64_t commitlog_min_offset) {
+  pthread_rwlock_rdlock(&s->lock);
+  int n = expired_files(s, commitlog_min_offset);
+  pthread_rwlock_unlock(&s->lock);
+  return n;
+}
+
+/* A view may hold the file: the retired list unlinks it when the view lets go. */
+static void delete_file(rmq_index_service *s, rmq_index_file *f) {
+  if (s->retired == NULL) {
+    rmq_index_file_close(f, true);
+    return;
+  }
+  rmq_retired_add(s->retired, f->mf);
+  free(f);
+}
+
+int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset) {
+  pthread_rwlock_wrlock(&s->lock);
+  int n = expired_files(s, commitlog_min_offset);
+  for (int i = 0; i < n; i++) delete_file(s, s->files[i]);
   memmove(s->files, s->files + n, (size_t)(s->count - n) * sizeof *s->files);
   s->count -= n;
   pthread_rwlock_unlock(&s->lock);

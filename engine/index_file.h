@@ -137,7 +137,8 @@ typedef struct rmq_index_service {
   pthread_rwlock_t lock;      /* guards files/count/cap */
   rmq_index_file **files;     /* oldest first (name order) */
   int count, cap;
-  rmq_err skipped; /* read-only: why the first file it could not read was skipped */
+  rmq_err skipped;            /* read-only: why the first file it could not read was skipped */
+  rmq_retired_files *retired; /* where deleted files wait for their readers; NULL: none */
 } rmq_index_service;
 
 /*
@@ -212,9 +213,12 @@ int rmq_index_service_query_matching(rmq_index_service *s, const char *topic, si
 
 /*
 ** IndexService.deleteExpiredFile: delete the oldest files, never the newest,
-** while their endPhyOffset < commitlog_min_offset. Returns how many.
+** while their endPhyOffset < commitlog_min_offset, through s->retired when
+** set. Returns how many.
 */
 int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset);
+/* How many files rmq_index_service_delete_expired would delete now (for dry runs). */
+int rmq_index_service_expired_files(rmq_index_service *s, int64_t commitlog_min_offset);
 
 /* msync every file; stops at the first failure. */
 int rmq_index_service_flush(rmq_index_service *s, rmq_err *err);

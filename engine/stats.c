@@ -55,6 +55,15 @@ static void dispatch_stats(rmq_store *s, rmq_stats *st) {
   st->dispatch_skipped = reput ? rmq_reput_skipped(reput) : 0;
 }
 
+static void retention_stats(rmq_store *s, rmq_stats *st) {
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  int percent = rmq_disk_used_percent(cl->mfq.dir);
+  st->disk_used_ratio = percent < 0 ? -1 : percent / 100.0;
+  st->disk_full = atomic_load(&cl->disk_full) != 0;
+  rmq_clean_counts(rmq_store_clean_service(s), &st->clean_runs, &st->files_deleted);
+  st->files_awaiting_readers = rmq_retired_count(rmq_store_retired(s));
+}
+
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   memset(st, 0, sizeof *st);
   rmq_commitlog *cl = rmq_store_commitlog(s);
@@ -83,5 +92,6 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   st->schedule_delivered = schedule ? rmq_schedule_delivered(schedule) : 0;
   const char *report = rmq_store_delay_offset_report(s);
   st->delay_offsets = report[0] ? report : NULL;
+  retention_stats(s, st);
   return RMQ_OK;
 }

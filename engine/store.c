@@ -32,6 +32,7 @@
 
 #include "allocate.h"
 #include "checkpoint.h"
+#include "clean.h"
 #include "commitlog_iter.h"
 #include "consume_queue.h"
 #include "consumer_offset.h"
@@ -64,6 +65,8 @@ struct rmq_store {
   rmq_consumer_offset_manager *offsets; /* NULL when read-only */
   rmq_topic_config_manager *topics;     /* NULL when read-only */
   rmq_schedule_service *schedule;
+  rmq_clean_service *clean;
+  rmq_retired_files retired; /* deleted files that readers still hold */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[768];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
@@ -341,11 +344,13 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
       .max_message_size = s->cfg.max_message_size,
       .use_spin_lock = s->cfg.use_spin_lock,
       .flush_sync = s->cfg.flush_sync,
+      .disk_warning_ratio = s->cfg.disk_warning_ratio,
       .store_host = s->cfg.store_host,
   };
   int rc = rmq_parse_delay_levels(s->cfg.delay_levels, cc.delay_ms, RMQ_MAX_DELAY_LEVELS,
                                   &cc.delay_level_count, err);
   if (rc == RMQ_OK) rc = rmq_commitlog_init(&s->commitlog, s->dir, &cc, !s->cfg.readonly, err);
+  s->commitlog.mfq.retired = &s->retired;
   if (rc == RMQ_OK) rc = rmq_mfq_load(&s->commitlog.mfq, s->cfg.readonly, err);
   if (rc == RMQ_OK) s->cfg.commitlog_file_size = s->commitlog.mfq.file_size;
   if (rc == RMQ_ECORRUPT && !s->cfg.readonly) {
@@ -361,11 +366,13 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
 static int open_queues(rmq_store *s, rmq_err *err) {
   bool writable = !s->cfg.readonly;
   int rc = rmq_cq_table_new(s->dir, s->cfg.consumequeue_entries, writable, &s->cqs, err);
+  if (rc == RMQ_OK) rmq_cq_table_set_retired(s->cqs, &s->retired);
   if (rc == RMQ_OK) rc = rmq_cq_table_load(s->cqs, err);
   if (rc == RMQ_OK) {
     rc = rmq_index_service_init(&s->index, s->dir, s->cfg.index_slots, s->cfg.index_entries,
                                 writable, &s->checkpoint, err);
   }
+  s->index.retired = &s->retired;
   if (rc == RMQ_OK) rc = rmq_index_service_load(&s->index, s->last_exit_ok, err);
   if (rc == RMQ_OK) s->reput = rmq_reput_new(&s->commitlog, s->cqs, &s->index, &s->checkpoint, err);
   return rc == RMQ_OK && !s->reput ? err->code : rc;
@@ -516,12 +523,18 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
   if (rc == RMQ_OK) rc = open_queues(s, err);
   if (rc == RMQ_OK) rc = recover(s, err);
+  if (rc == RMQ_OK) {
+    s->clean = rmq_clean_service_new(s->dir, &s->cfg, &s->commitlog, s->cqs, &s->index, &s->retired,
+                                     err);
+    if (!s->clean) rc = err->code;
+  }
   if (rc != RMQ_OK || !writable) return rc;
   rc = start_services(s, err);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
   if (rc == RMQ_OK) rc = rmq_tcm_load(s->dir, s, &s->topics, err);
   if (rc == RMQ_OK) rc = rmq_tcm_start(s->topics, err);
   if (rc == RMQ_OK) rc = create_abort(s, err);
+  if (rc == RMQ_OK) rc = rmq_clean_service_start(s->clean, err);
   return rc;
 }
 
@@ -538,6 +551,7 @@ int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_
   s->cfg = *cfg;
   s->lock_fd = -1;
   s->checkpoint.fd = -1;
+  rmq_retired_init(&s->retired);
   rc = store_open_steps(s, err);
   if (rc != RMQ_OK) {
     rmq_store_close(s);
@@ -585,6 +599,7 @@ int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
     rmq_config_init(&s->cfg);
     s->lock_fd = -1;
     s->checkpoint.fd = -1;
+    rmq_retired_init(&s->retired);
     rc = repair_steps(s, r, err);
     *moved = r->moved;
     rmq_store_close(s);
@@ -597,13 +612,14 @@ int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
 }
 
 /*
-** The CommitLog's last commit and flush come first (readers see only
-** committed bytes), then the dispatcher's last pass, then the queues, the
-** index and the checkpoint.
+** Retention stops first, then the CommitLog's last commit and flush (readers
+** see only committed bytes), then the dispatcher's last pass, then the
+** queues, the index and the checkpoint; deleted files still held go last.
 */
 void rmq_store_close(rmq_store *s) {
   if (!s) return;
   bool started = s->flush != NULL;
+  rmq_clean_service_free(s->clean);
   rmq_schedule_free(s->schedule);
   rmq_flush_service_free(s->flush);
   rmq_reput_free(s->reput);
@@ -623,6 +639,7 @@ void rmq_store_close(rmq_store *s) {
   rmq_cq_table_free(s->cqs);
   rmq_checkpoint_close(&s->checkpoint);
   rmq_commitlog_destroy(&s->commitlog);
+  rmq_retired_destroy(&s->retired);
   rmq_transient_store_pool_free(s->pool);
   if (s->lock_fd >= 0) close(s->lock_fd);
   free(s->dir);
@@ -732,6 +749,20 @@ rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s) { return s->
 rmq_schedule_service *rmq_store_schedule(rmq_store *s) { return s->schedule; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
 const char *rmq_store_delay_offset_report(rmq_store *s) { return s->delay_offset_report; }
+rmq_clean_service *rmq_store_clean_service(rmq_store *s) { return s->clean; }
+rmq_retired_files *rmq_store_retired(rmq_store *s) { return &s->retired; }
+
+/* ------------------------------------------------------------- retention */
+
+int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
+  *deleted = 0;
+  if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
+  return rmq_clean_pass(s->clean, deleted, err);
+}
+
+int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err) {
+  return rmq_clean_forecast(s->clean, fn, ctx, err);
+}
 
 /* ------------------------------------------------------------- queries */
 
@@ -838,6 +869,8 @@ static bool record_matches(void *ctx, int64_t phy_offset) {
   rmq_commitlog_ref ref;
   rmq_message m;
   rmq_err e = {0};
+  /* Expired: a segment a reader still holds must not bring its messages back. */
+  if (phy_offset < rmq_commitlog_min_offset(&k->s->commitlog)) return false;
   if (rmq_commitlog_read_message(&k->s->commitlog, phy_offset, false, &ref, &m, &e) != RMQ_OK) {
     return false; /* expired or cut by recovery since it was indexed */
   }

@@ -5,6 +5,7 @@
 #ifndef RMQ_STORE_H
 #define RMQ_STORE_H
 
+#include "clean.h"
 #include "commitlog.h"
 #include "consume_queue.h"
 #include "index_file.h"
@@ -18,6 +19,9 @@ rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
 rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
 struct rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s);
+/* The clean service (its thread runs in a writable store only) and the store's retired files. */
+rmq_clean_service *rmq_store_clean_service(rmq_store *s);
+rmq_retired_files *rmq_store_retired(rmq_store *s);
 /* The delayed-delivery service, NULL in a read-only store. */
 rmq_schedule_service *rmq_store_schedule(rmq_store *s);
 /* How the open found config/delayOffset.json: "" when it was sound or missing. */
