@@ -230,55 +230,61 @@ static int clean_commitlog(rmq_clean_service *cs, const clean_plan *p) {
 
 /*
 ** CleanConsumeQueueService.deleteExpiredFiles for a commit log that now
-** starts at min; *complete is false when stopping cut it short.
+** starts at min, adding to *deleted; *complete is false when stopping cut
+** it short. RMQ_ENOMEM when the queues cannot be listed.
 */
-static int clean_queues(rmq_clean_service *cs, int64_t min, bool *complete) {
+static int clean_queues(rmq_clean_service *cs, int64_t min, int *deleted, bool *complete,
+                        rmq_err *err) {
   rmq_consume_queue **all;
-  int n, deleted = 0;
-  rmq_err err = {0};
-  *complete = rmq_cq_table_snapshot(cs->cqs, &all, &n, &err) == RMQ_OK;
-  if (!*complete) return 0;
-  for (int i = 0; i < n && *complete; i++) {
+  int n;
+  *complete = false;
+  int rc = rmq_cq_table_snapshot(cs->cqs, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  bool go = true;
+  for (int i = 0; go && i < n; i++) {
     int d = rmq_cq_delete_expired(all[i], min);
-    deleted += d;
-    if (d > 0) *complete = pause_between(cs);
+    *deleted += d;
+    if (d > 0) go = pause_between(cs);
   }
   free(all);
-  return deleted + rmq_index_service_delete_expired(cs->index, min);
+  if (go) *deleted += rmq_index_service_delete_expired(cs->index, min);
+  *complete = go;
+  return RMQ_OK;
 }
 
-static int run_pass(rmq_clean_service *cs, bool manual) {
+static int run_pass(rmq_clean_service *cs, bool manual, int *deleted, rmq_err *err) {
   pthread_mutex_lock(&cs->pass_mu);
   clean_plan p;
   make_plan(cs, manual, &p);
   set_disk_full(cs, p.percent);
-  int deleted = clean_commitlog(cs, &p);
+  *deleted = clean_commitlog(cs, &p);
   int64_t min = rmq_commitlog_min_offset(cs->cl);
+  int rc = RMQ_OK;
+  bool complete;
   if (min > cs->last_min_offset) {
-    bool complete;
-    deleted += clean_queues(cs, min, &complete);
+    rc = clean_queues(cs, min, deleted, &complete, err);
     if (complete) cs->last_min_offset = min;
   }
   rmq_retired_reap(cs->retired, cs->cfg->clean_grace_ms);
   /* What was deleted may have brought the disk below the warning level. */
-  if (deleted > 0) set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
+  if (*deleted > 0) set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
   atomic_fetch_add(&cs->runs, 1);
-  atomic_fetch_add(&cs->files_deleted, deleted);
+  atomic_fetch_add(&cs->files_deleted, *deleted);
   pthread_mutex_unlock(&cs->pass_mu);
-  return deleted;
+  return rc;
 }
 
 int rmq_clean_pass(rmq_clean_service *cs, int *deleted, rmq_err *err) {
-  (void)err;
-  *deleted = run_pass(cs, true);
-  return RMQ_OK;
+  return run_pass(cs, true, deleted, err);
 }
 
 static void clean_run(rmq_service_thread *st) {
   rmq_clean_service *cs = st->arg;
   rmq_service_thread_wait(st, cs->cfg->clean_first_delay_ms);
   while (!rmq_service_thread_stopped(st)) {
-    run_pass(cs, false);
+    int deleted;
+    rmq_err ignored = {0}; /* the next pass tries again */
+    run_pass(cs, false, &deleted, &ignored);
     rmq_service_thread_wait(st, cs->cfg->clean_interval_ms);
   }
 }
@@ -302,7 +308,9 @@ rmq_clean_service *rmq_clean_service_new(const char *dir, const rmq_config *cfg,
   return cs;
 }
 
+/* A store opened on a full disk refuses writes at once, not after the first pass. */
 int rmq_clean_service_start(rmq_clean_service *cs, rmq_err *err) {
+  set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
   return rmq_service_thread_start(&cs->thread, err);
 }
 

@@ -70,10 +70,14 @@ static void put_messages(rmq_store *s, int first, int n, int64_t *offsets) {
   CHECK_EQ_INT(rmq_store_flush(s, &flushed, &err), RMQ_OK);
 }
 
+/* The store's figures (zeros, reported, on failure; not a check: polling loops call it). */
 static rmq_stats stats(rmq_store *s) {
   rmq_stats st;
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_stats(s, &st, &err), RMQ_OK);
+  if (rmq_store_stats(s, &st, &err) != RMQ_OK) {
+    fprintf(stderr, "  stats: %s\n", err.msg);
+    memset(&st, 0, sizeof st);
+  }
   return st;
 }
 
