@@ -544,13 +544,14 @@ static int walk_dir(forecast *f, const char *rel, rmq_err *err) {
   return rc;
 }
 
+/* The callback runs without the pass's lock: it may start a pass itself. */
 int rmq_clean_forecast(rmq_clean_service *cs, rmq_file_fn fn, void *ctx, rmq_err *err) {
   forecast f = {.cs = cs, .fn = fn, .ctx = ctx};
   pthread_mutex_lock(&cs->pass_mu);
   make_plan(cs, false, &f.plan);
   int rc = forecast_segments(&f, err);
-  if (rc == RMQ_OK) rc = walk_dir(&f, "", err);
   pthread_mutex_unlock(&cs->pass_mu);
+  if (rc == RMQ_OK) rc = walk_dir(&f, "", err);
   free(f.segments);
   return rc;
 }

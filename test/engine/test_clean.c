@@ -461,6 +461,9 @@ static void test_disk_levels(rmq_store *s, const char *dir) {
   snprintf(want, sizeof want, "disk of %s/commitlog is ", dir);
   CHECK(strstr(err.msg, want) == err.msg);
   CHECK(strstr(err.msg, "% full, above disk_warning_ratio 90%: writes are refused") != NULL);
+  /* A message given back is a put too. */
+  int64_t copy;
+  CHECK_EQ_INT(rmq_store_send_back(s, "G", stats(s).commitlog_min_offset, &copy, &err), RMQ_EFULL);
   /* Room again: the next pass lets writes in. */
   ballast(0);
   CHECK_EQ_INT(rmq_store_clean(s, &deleted, &err), RMQ_OK);
