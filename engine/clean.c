@@ -153,6 +153,11 @@ static bool segment_due(const clean_plan *p, int64_t mtime_ms, char *why, size_t
   return false;
 }
 
+/* MappedFile.getLastModifiedTimestamp. */
+static int64_t mtime_ms_of(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+}
+
 /* A walk over the commit log's segments, oldest first (deleteExpiredFileByTime). */
 typedef struct segment_walk {
   const clean_plan *plan;
@@ -160,12 +165,29 @@ typedef struct segment_walk {
   bool kept;   /* a segment was kept: no later one goes (no holes) */
 } segment_walk;
 
-static bool segment_goes(segment_walk *w, int64_t mtime_ms, bool current, char *why, size_t cap) {
+/* A segment as the walk sees it. */
+typedef struct segment_state {
+  int64_t mtime_ms;
+  bool current; /* the last one, where the writer appends */
+  bool flushed; /* all on disk: the flush services never come back to it */
+} segment_state;
+
+static void segment_state_of(rmq_commitlog *cl, rmq_mapped_file *mf, bool current,
+                             segment_state *out) {
+  struct stat st;
+  out->mtime_ms = stat(mf->path, &st) == 0 ? mtime_ms_of(&st) : 0;
+  out->current = current;
+  out->flushed = mf->file_from_offset + mf->file_size <= rmq_commitlog_flushed_offset(cl);
+}
+
+static bool segment_goes(segment_walk *w, const segment_state *seg, char *why, size_t cap) {
   bool goes = false;
-  if (current) {
+  if (seg->current) {
     snprintf(why, cap, "current segment: never deleted");
-  } else if (!segment_due(w->plan, mtime_ms, why, cap)) {
+  } else if (!segment_due(w->plan, seg->mtime_ms, why, cap)) {
     /* why says it */
+  } else if (!seg->flushed) {
+    snprintf(why, cap, "not flushed to disk yet: deleted once it is");
   } else if (w->deleted == RMQ_CLEAN_MAX_SEGMENTS) {
     snprintf(why, cap, "beyond the %d segments of one pass", RMQ_CLEAN_MAX_SEGMENTS);
   } else if (w->kept) {
@@ -179,16 +201,6 @@ static bool segment_goes(segment_walk *w, int64_t mtime_ms, bool current, char *
     w->kept = true;
   }
   return goes;
-}
-
-/* MappedFile.getLastModifiedTimestamp; 0 when the file cannot be seen. */
-static int64_t mtime_ms_of(const struct stat *st) {
-  return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
-}
-
-static int64_t file_mtime_ms(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 ? mtime_ms_of(&st) : 0;
 }
 
 /* ------------------------------------------------------------ the pass */
@@ -219,8 +231,9 @@ static int clean_commitlog(rmq_clean_service *cs, const clean_plan *p) {
   for (;;) {
     rmq_mapped_file *mf = rmq_mfq_first(q);
     if (mf == NULL) break;
-    bool current = rmq_mfq_count(q) == 1;
-    bool goes = segment_goes(&w, file_mtime_ms(mf->path), current, why, sizeof why);
+    segment_state seg;
+    segment_state_of(cs->cl, mf, rmq_mfq_count(q) == 1, &seg);
+    bool goes = segment_goes(&w, &seg, why, sizeof why);
     rmq_mapped_file_release(mf);
     if (!goes || (deleted > 0 && !pause_between(cs)) || !rmq_mfq_delete_first(q)) break;
     deleted++;
@@ -260,7 +273,7 @@ static int run_pass(rmq_clean_service *cs, bool manual, int *deleted, rmq_err *e
   *deleted = clean_commitlog(cs, &p);
   int64_t min = rmq_commitlog_min_offset(cs->cl);
   int rc = RMQ_OK;
-  bool complete;
+  bool complete = false;
   if (min > cs->last_min_offset) {
     rc = clean_queues(cs, min, deleted, &complete, err);
     if (complete) cs->last_min_offset = min;
@@ -366,8 +379,10 @@ static int forecast_segments(forecast *f, rmq_err *err) {
     rmq_mapped_file *mf = rmq_mfq_get(q, i);
     if (mf == NULL) break;
     segment_verdict *v = &f->segments[f->nsegments++];
+    segment_state seg;
+    segment_state_of(f->cs->cl, mf, i == n - 1, &seg);
     v->offset = mf->file_from_offset;
-    v->goes = segment_goes(&w, file_mtime_ms(mf->path), i == n - 1, v->why, sizeof v->why);
+    v->goes = segment_goes(&w, &seg, v->why, sizeof v->why);
     rmq_mapped_file_release(mf);
     if (!v->goes && !found_min) {
       f->min_after = v->offset;
