@@ -602,6 +602,10 @@ void rmq_commitlog_ref_release(rmq_commitlog_ref *ref) {
   memset(ref, 0, sizeof *ref);
 }
 
+bool rmq_commitlog_ref_valid(const rmq_commitlog_ref *ref) {
+  return ref->file == NULL || !rmq_mapped_file_revoked(ref->file);
+}
+
 int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc,
                                rmq_commitlog_ref *ref, rmq_message *out, rmq_err *err) {
   if (rmq_commitlog_get_data(cl, offset, ref) != RMQ_OK) {

@@ -51,6 +51,10 @@ void rmq_commitlog_iter_stop(rmq_commitlog_iter *it) {
   it->mf = NULL;
 }
 
+bool rmq_commitlog_iter_valid(const rmq_commitlog_iter *it) {
+  return it->mf == NULL || !rmq_mapped_file_revoked(it->mf);
+}
+
 static bool all_zero(const uint8_t *p, size_t n) {
   return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
 }
@@ -183,12 +187,14 @@ bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec) 
   if (it->started && it->mf) advance(it);
   it->started = true;
   while (it->mf) {
-    if (it->pos >= it->limit && !end_is_record) {
+    /* Expiry took the segment from under a walk held past clean_grace_ms: go on after it. */
+    if ((it->pos >= it->limit && !end_is_record) || rmq_mapped_file_revoked(it->mf)) {
       next_segment(it);
       continue;
     }
     int64_t offset = it->mf->file_from_offset + it->pos;
     if (offset >= it->to || !read_record(it, rec)) break;
+    if (rmq_mapped_file_revoked(it->mf)) continue; /* what was read may be the zeros */
     it->last_damaged = rec->kind == RMQ_RECORD_DAMAGED;
     it->last_size = rec->size;
     /* A strict walk reports damage even below the range: the walk cannot go past it. */

@@ -341,7 +341,11 @@ static bool read_at(rmq_consume_queue *cq, rmq_mapped_file **mf, int64_t n, rmq_
   int32_t rel = (int32_t)(pos - (*mf)->file_from_offset);
   if (rel + UNIT > rmq_mapped_file_read_position(*mf)) return false;
   entry_read((*mf)->mapped + rel, out);
-  return true;
+  if (!rmq_mapped_file_revoked(*mf)) return true;
+  /* Deleted by expiry while this reader held it: those zeros are no entry. */
+  rmq_mapped_file_release(*mf);
+  *mf = NULL;
+  return false;
 }
 
 int rmq_cq_get(rmq_consume_queue *cq, int64_t n, rmq_cq_entry *out, rmq_err *err) {

@@ -789,6 +789,10 @@ void rmq_index_view_release(rmq_index_view *v) {
   v->mf = NULL;
 }
 
+bool rmq_index_view_valid(const rmq_index_view *v) {
+  return v->mf == NULL || !rmq_mapped_file_revoked(v->mf);
+}
+
 int32_t rmq_index_view_slot(const rmq_index_view *v, int32_t key_hash) {
   uint32_t slot = (uint32_t)key_hash % (uint32_t)v->slot_num;
   return slot_load(v->mf->mapped + RMQ_INDEX_HEADER_SIZE + (size_t)slot * RMQ_INDEX_SLOT_SIZE);

@@ -151,6 +151,88 @@ void rmq_mapped_file_shutdown(rmq_mapped_file *mf, bool unlink_file) {
   if (atomic_exchange(&mf->available, false)) rmq_mapped_file_release(mf);
 }
 
+void rmq_mapped_file_revoke(rmq_mapped_file *mf) {
+  /* Flag first: a reader that copied bytes and then sees the flag clear copied the file's. */
+  atomic_store_explicit(&mf->revoked, true, memory_order_release);
+  void *zeros = mmap(mf->mapped, (size_t)mf->file_size, PROT_READ,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  (void)zeros; /* on failure the file stays mapped: readers still see the flag */
+  if (atomic_exchange(&mf->unlink_on_free, false)) rmq_io_unlink(mf->path);
+  rmq_mapped_file_close_fd(mf);
+}
+
+bool rmq_mapped_file_revoked(const rmq_mapped_file *mf) {
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&mf->revoked, memory_order_acquire);
+}
+
+/* ------------------------------------------------------------ retired */
+
+void rmq_retired_init(rmq_retired_files *r) {
+  memset(r, 0, sizeof *r);
+  pthread_mutex_init(&r->mu, NULL);
+}
+
+void rmq_retired_destroy(rmq_retired_files *r) {
+  for (int i = 0; i < r->count; i++) rmq_mapped_file_release(r->items[i].mf);
+  free(r->items);
+  pthread_mutex_destroy(&r->mu);
+  memset(r, 0, sizeof *r);
+}
+
+/* Keep watching mf (holding it); false when the list cannot grow. Under r->mu. */
+static bool retired_push(rmq_retired_files *r, rmq_mapped_file *mf) {
+  if (r->count == r->cap) {
+    int cap = r->cap ? r->cap * 2 : 8;
+    rmq_retired_file *items = realloc(r->items, (size_t)cap * sizeof *items);
+    if (items == NULL) return false;
+    r->items = items;
+    r->cap = cap;
+  }
+  if (!rmq_mapped_file_hold(mf)) return false;
+  r->items[r->count++] = (rmq_retired_file){mf, rmq_monotonic_ms()};
+  return true;
+}
+
+void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf) {
+  pthread_mutex_lock(&r->mu);
+  /* Without room to watch it, the file is still unlinked at its last release. */
+  bool watched = retired_push(r, mf);
+  rmq_mapped_file_shutdown(mf, true);
+  if (watched && atomic_load(&mf->refcount) == 1) {
+    rmq_mapped_file_release(mf); /* no reader: unmapped and unlinked now */
+    r->count--;
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms) {
+  pthread_mutex_lock(&r->mu);
+  int64_t now = rmq_monotonic_ms();
+  int kept = 0;
+  for (int i = 0; i < r->count; i++) {
+    rmq_retired_file f = r->items[i];
+    /* Only the list holds it, and no new hold can come: it is free to go. */
+    bool unread = atomic_load(&f.mf->refcount) == 1;
+    if (!unread && now - f.since_ms < grace_ms) {
+      r->items[kept++] = f;
+      continue;
+    }
+    if (!unread) rmq_mapped_file_revoke(f.mf);
+    rmq_mapped_file_release(f.mf);
+  }
+  r->count = kept;
+  pthread_mutex_unlock(&r->mu);
+  return kept;
+}
+
+int rmq_retired_count(rmq_retired_files *r) {
+  pthread_mutex_lock(&r->mu);
+  int n = r->count;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
 bool rmq_mapped_file_append(rmq_mapped_file *mf, const void *data, int32_t len) {
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (len > mf->file_size - pos) return false;

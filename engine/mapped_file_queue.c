@@ -316,7 +316,11 @@ bool rmq_mfq_delete_first(rmq_mapped_file_queue *q) {
   pthread_rwlock_wrlock(&q->lock);
   bool done = q->count > 1;
   if (done) {
-    rmq_mapped_file_shutdown(q->files[0], true);
+    if (q->retired) {
+      rmq_retired_add(q->retired, q->files[0]);
+    } else {
+      rmq_mapped_file_shutdown(q->files[0], true);
+    }
     memmove(q->files, q->files + 1, (size_t)(q->count - 1) * sizeof *q->files);
     q->count--;
   }

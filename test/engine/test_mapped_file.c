@@ -2,17 +2,22 @@
 ** test_mapped_file.c: the commit-log segment's pre-fill (zeros written
 ** ahead of the writer) never overwrites bytes the writer claimed; the
 ** pre-fill and the zeroing of a failed write go through io.h, and a failed
-** zeroing is reported.
+** zeroing is reported. A deleted segment waits for its readers: it stays
+** mapped and on disk while held, goes at the last release, and a reader that
+** holds it past the grace period finds it revoked (zeros, never SIGBUS).
 */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "io.h"
 #include "mapped_file.h"
+#include "mapped_file_queue.h"
 #include "testutil.h"
 
 #define SIZE (16 << 20)
@@ -146,11 +151,93 @@ static void test_prefill_stops_at_failure(const char *dir) {
   rmq_mapped_file_shutdown(mf, true);
 }
 
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* A queue of three small segments, the first holding the pattern, deleted through retired. */
+static rmq_mapped_file *retire_first(const char *dir, rmq_mapped_file_queue *q,
+                                     rmq_retired_files *r, char *path, size_t cap) {
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_mfq_init(q, dir, 4096, true, &err), RMQ_OK);
+  q->retired = r;
+  for (int i = 0; i < 3; i++) {
+    rmq_mapped_file *mf = rmq_mfq_last_or_create(q, 0, &err);
+    CHECK(mf != NULL);
+    if (!mf) return NULL;
+    append(mf, 4096);
+  }
+  rmq_mapped_file *reader = rmq_mfq_first(q);
+  snprintf(path, cap, "%s", reader->path);
+  CHECK(rmq_mfq_delete_first(q));
+  CHECK_EQ_INT(rmq_mfq_count(q), 2);
+  CHECK(!rmq_mapped_file_hold(reader)); /* no new reader of a deleted file */
+  return reader;
+}
+
+static void test_deleted_file_waits_for_reader(const char *dir) {
+  rmq_mapped_file_queue q;
+  rmq_retired_files r;
+  rmq_retired_init(&r);
+  char path[256];
+  rmq_mapped_file *reader = retire_first(dir, &q, &r, path, sizeof path);
+  if (!reader) return;
+  CHECK(exists(path));
+  CHECK_EQ_INT(rmq_retired_reap(&r, 60000), 1);
+  CHECK(exists(path));
+  CHECK_EQ_INT(first_wrong(reader, 4096), -1);
+  CHECK(!rmq_mapped_file_revoked(reader));
+  rmq_mapped_file_release(reader);
+  CHECK(exists(path)); /* the list still watches it until the next reap */
+  CHECK_EQ_INT(rmq_retired_reap(&r, 60000), 0);
+  CHECK(!exists(path));
+  rmq_retired_destroy(&r);
+  rmq_mfq_destroy(&q);
+}
+
+static void test_unread_file_goes_at_once(const char *dir) {
+  rmq_mapped_file_queue q;
+  rmq_retired_files r;
+  rmq_retired_init(&r);
+  char path[256];
+  rmq_mapped_file *reader = retire_first(dir, &q, &r, path, sizeof path);
+  if (!reader) return;
+  rmq_mapped_file_release(reader);
+  CHECK_EQ_INT(rmq_retired_count(&r), 1);
+  CHECK(rmq_mfq_delete_first(&q)); /* the second one, never held: gone now */
+  CHECK_EQ_INT(rmq_retired_count(&r), 1);
+  CHECK_EQ_INT(rmq_retired_reap(&r, 60000), 0);
+  CHECK(!exists(path));
+  rmq_retired_destroy(&r);
+  rmq_mfq_destroy(&q);
+}
+
+static void test_reader_past_grace_is_revoked(const char *dir) {
+  rmq_mapped_file_queue q;
+  rmq_retired_files r;
+  rmq_retired_init(&r);
+  char path[256];
+  rmq_mapped_file *reader = retire_first(dir, &q, &r, path, sizeof path);
+  if (!reader) return;
+  CHECK_EQ_INT(rmq_retired_reap(&r, 0), 0);
+  CHECK(!exists(path)); /* unlinked and unmapped while still held */
+  CHECK(rmq_mapped_file_revoked(reader));
+  CHECK_EQ_INT(first_wrong(reader, 1), 0); /* zeros, not a fault */
+  CHECK_EQ_INT(reader->mapped[4095], 0);
+  rmq_mapped_file_release(reader);
+  rmq_retired_destroy(&r);
+  rmq_mfq_destroy(&q);
+}
+
 int main(void) {
   char dir[64];
-  void (*tests[])(const char *) = {test_prefill_stops_at_claim,   test_prefill_races_writer,
-                                   test_prefill_races_writer,     test_prefill_races_writer,
-                                   test_zero_failure_is_reported, test_prefill_stops_at_failure};
+  void (*tests[])(const char *) = {
+      test_prefill_stops_at_claim,        test_prefill_races_writer,
+      test_prefill_races_writer,          test_prefill_races_writer,
+      test_zero_failure_is_reported,      test_prefill_stops_at_failure,
+      test_deleted_file_waits_for_reader, test_unread_file_goes_at_once,
+      test_reader_past_grace_is_revoked};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     tu_tmpdir(dir, sizeof dir);
     tests[i](dir);
