@@ -376,33 +376,46 @@ static void test_reader(const char *dir, const char *other, int grace_ms) {
   cfg.clean_grace_ms = grace_ms;
   rmq_store *s = tu_open(dir, &cfg);
   if (!s) return;
-  int64_t at[20];
-  put_messages(s, 0, 20, at);
+  int64_t at[30];
+  put_messages(s, 0, 30, at);
+  /* A reader of the first segment and one of the first index file. */
   rmq_commitlog_ref ref;
   rmq_message m;
   rmq_err err = {0};
   CHECK_EQ_INT(rmq_store_read(s, at[0], &ref, &m, &err), RMQ_OK);
-  char path[4200];
-  snprintf(path, sizeof path, "%s/commitlog/%020d", dir, 0);
+  rmq_index_view v;
+  CHECK(rmq_store_index_view(s, NULL, &v));
+  char segment[4200], index[4200];
+  snprintf(segment, sizeof segment, "%s/commitlog/%020d", dir, 0);
+  snprintf(index, sizeof index, "%s/index/%s", dir, v.name);
+  int32_t slot = rmq_index_view_slot(&v, 0);
   age_segments(dir, -1, 100);
   int deleted = 0;
   CHECK_EQ_INT(rmq_store_clean(s, &deleted, &err), RMQ_OK);
   CHECK(deleted >= 1);
   CHECK(stats(s).commitlog_min_offset > 0);
+  CHECK(stats(s).index_files < 3);
   if (grace_ms > 0) {
-    /* Still held: readable, and on disk until it is let go. */
+    /* Still held: readable, and on disk until they are let go. */
     CHECK(rmq_commitlog_ref_valid(&ref));
     CHECK_EQ_MEM(m.body, body, BODY);
-    CHECK(access(path, F_OK) == 0);
-    CHECK_EQ_INT(stats(s).files_awaiting_readers, 1);
+    CHECK(rmq_index_view_valid(&v));
+    CHECK_EQ_INT(rmq_index_view_slot(&v, 0), slot);
+    CHECK(access(segment, F_OK) == 0);
+    CHECK(access(index, F_OK) == 0);
+    CHECK_EQ_INT(stats(s).files_awaiting_readers, 2);
     rmq_commitlog_ref_release(&ref);
+    rmq_index_view_release(&v);
     CHECK_EQ_INT(rmq_store_clean(s, &deleted, &err), RMQ_OK);
   } else {
-    /* Held past the grace period: taken away, its space freed. */
+    /* Held past the grace period: taken away, their space freed. */
     CHECK(!rmq_commitlog_ref_valid(&ref));
+    CHECK(!rmq_index_view_valid(&v));
     rmq_commitlog_ref_release(&ref);
+    rmq_index_view_release(&v);
   }
-  CHECK(access(path, F_OK) != 0);
+  CHECK(access(segment, F_OK) != 0);
+  CHECK(access(index, F_OK) != 0);
   CHECK_EQ_INT(stats(s).files_awaiting_readers, 0);
   rmq_store_close(s);
 }
