@@ -153,6 +153,11 @@ static bool segment_due(const clean_plan *p, int64_t mtime_ms, char *why, size_t
   return false;
 }
 
+/* MappedFile.getLastModifiedTimestamp. */
+static int64_t mtime_ms_of(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+}
+
 /* A walk over the commit log's segments, oldest first (deleteExpiredFileByTime). */
 typedef struct segment_walk {
   const clean_plan *plan;
@@ -160,12 +165,29 @@ typedef struct segment_walk {
   bool kept;   /* a segment was kept: no later one goes (no holes) */
 } segment_walk;
 
-static bool segment_goes(segment_walk *w, int64_t mtime_ms, bool current, char *why, size_t cap) {
+/* A segment as the walk sees it. */
+typedef struct segment_state {
+  int64_t mtime_ms;
+  bool current; /* the last one, where the writer appends */
+  bool flushed; /* all on disk: the flush services never come back to it */
+} segment_state;
+
+static void segment_state_of(rmq_commitlog *cl, rmq_mapped_file *mf, bool current,
+                             segment_state *out) {
+  struct stat st;
+  out->mtime_ms = stat(mf->path, &st) == 0 ? mtime_ms_of(&st) : 0;
+  out->current = current;
+  out->flushed = mf->file_from_offset + mf->file_size <= rmq_commitlog_flushed_offset(cl);
+}
+
+static bool segment_goes(segment_walk *w, const segment_state *seg, char *why, size_t cap) {
   bool goes = false;
-  if (current) {
+  if (seg->current) {
     snprintf(why, cap, "current segment: never deleted");
-  } else if (!segment_due(w->plan, mtime_ms, why, cap)) {
+  } else if (!segment_due(w->plan, seg->mtime_ms, why, cap)) {
     /* why says it */
+  } else if (!seg->flushed) {
+    snprintf(why, cap, "not flushed to disk yet: deleted once it is");
   } else if (w->deleted == RMQ_CLEAN_MAX_SEGMENTS) {
     snprintf(why, cap, "beyond the %d segments of one pass", RMQ_CLEAN_MAX_SEGMENTS);
   } else if (w->kept) {
@@ -179,16 +201,6 @@ static bool segment_goes(segment_walk *w, int64_t mtime_ms, bool current, char *
     w->kept = true;
   }
   return goes;
-}
-
-/* MappedFile.getLastModifiedTimestamp; 0 when the file cannot be seen. */
-static int64_t mtime_ms_of(const struct stat *st) {
-  return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
-}
-
-static int64_t file_mtime_ms(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 ? mtime_ms_of(&st) : 0;
 }
 
 /* ------------------------------------------------------------ the pass */
@@ -219,8 +231,9 @@ static int clean_commitlog(rmq_clean_service *cs, const clean_plan *p) {
   for (;;) {
     rmq_mapped_file *mf = rmq_mfq_first(q);
     if (mf == NULL) break;
-    bool current = rmq_mfq_count(q) == 1;
-    bool goes = segment_goes(&w, file_mtime_ms(mf->path), current, why, sizeof why);
+    segment_state seg;
+    segment_state_of(cs->cl, mf, rmq_mfq_count(q) == 1, &seg);
+    bool goes = segment_goes(&w, &seg, why, sizeof why);
     rmq_mapped_file_release(mf);
     if (!goes || (deleted > 0 && !pause_between(cs)) || !rmq_mfq_delete_first(q)) break;
     deleted++;
@@ -230,55 +243,61 @@ static int clean_commitlog(rmq_clean_service *cs, const clean_plan *p) {
 
 /*
 ** CleanConsumeQueueService.deleteExpiredFiles for a commit log that now
-** starts at min; *complete is false when stopping cut it short.
+** starts at min, adding to *deleted; *complete is false when stopping cut
+** it short. RMQ_ENOMEM when the queues cannot be listed.
 */
-static int clean_queues(rmq_clean_service *cs, int64_t min, bool *complete) {
+static int clean_queues(rmq_clean_service *cs, int64_t min, int *deleted, bool *complete,
+                        rmq_err *err) {
   rmq_consume_queue **all;
-  int n, deleted = 0;
-  rmq_err err = {0};
-  *complete = rmq_cq_table_snapshot(cs->cqs, &all, &n, &err) == RMQ_OK;
-  if (!*complete) return 0;
-  for (int i = 0; i < n && *complete; i++) {
+  int n;
+  *complete = false;
+  int rc = rmq_cq_table_snapshot(cs->cqs, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  bool go = true;
+  for (int i = 0; go && i < n; i++) {
     int d = rmq_cq_delete_expired(all[i], min);
-    deleted += d;
-    if (d > 0) *complete = pause_between(cs);
+    *deleted += d;
+    if (d > 0) go = pause_between(cs);
   }
   free(all);
-  return deleted + rmq_index_service_delete_expired(cs->index, min);
+  if (go) *deleted += rmq_index_service_delete_expired(cs->index, min);
+  *complete = go;
+  return RMQ_OK;
 }
 
-static int run_pass(rmq_clean_service *cs, bool manual) {
+static int run_pass(rmq_clean_service *cs, bool manual, int *deleted, rmq_err *err) {
   pthread_mutex_lock(&cs->pass_mu);
   clean_plan p;
   make_plan(cs, manual, &p);
   set_disk_full(cs, p.percent);
-  int deleted = clean_commitlog(cs, &p);
+  *deleted = clean_commitlog(cs, &p);
   int64_t min = rmq_commitlog_min_offset(cs->cl);
+  int rc = RMQ_OK;
+  bool complete = false;
   if (min > cs->last_min_offset) {
-    bool complete;
-    deleted += clean_queues(cs, min, &complete);
+    rc = clean_queues(cs, min, deleted, &complete, err);
     if (complete) cs->last_min_offset = min;
   }
   rmq_retired_reap(cs->retired, cs->cfg->clean_grace_ms);
   /* What was deleted may have brought the disk below the warning level. */
-  if (deleted > 0) set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
+  if (*deleted > 0) set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
   atomic_fetch_add(&cs->runs, 1);
-  atomic_fetch_add(&cs->files_deleted, deleted);
+  atomic_fetch_add(&cs->files_deleted, *deleted);
   pthread_mutex_unlock(&cs->pass_mu);
-  return deleted;
+  return rc;
 }
 
 int rmq_clean_pass(rmq_clean_service *cs, int *deleted, rmq_err *err) {
-  (void)err;
-  *deleted = run_pass(cs, true);
-  return RMQ_OK;
+  return run_pass(cs, true, deleted, err);
 }
 
 static void clean_run(rmq_service_thread *st) {
   rmq_clean_service *cs = st->arg;
   rmq_service_thread_wait(st, cs->cfg->clean_first_delay_ms);
   while (!rmq_service_thread_stopped(st)) {
-    run_pass(cs, false);
+    int deleted;
+    rmq_err ignored = {0}; /* the next pass tries again */
+    run_pass(cs, false, &deleted, &ignored);
     rmq_service_thread_wait(st, cs->cfg->clean_interval_ms);
   }
 }
@@ -302,7 +321,9 @@ rmq_clean_service *rmq_clean_service_new(const char *dir, const rmq_config *cfg,
   return cs;
 }
 
+/* A store opened on a full disk refuses writes at once, not after the first pass. */
 int rmq_clean_service_start(rmq_clean_service *cs, rmq_err *err) {
+  set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
   return rmq_service_thread_start(&cs->thread, err);
 }
 
@@ -358,8 +379,10 @@ static int forecast_segments(forecast *f, rmq_err *err) {
     rmq_mapped_file *mf = rmq_mfq_get(q, i);
     if (mf == NULL) break;
     segment_verdict *v = &f->segments[f->nsegments++];
+    segment_state seg;
+    segment_state_of(f->cs->cl, mf, i == n - 1, &seg);
     v->offset = mf->file_from_offset;
-    v->goes = segment_goes(&w, file_mtime_ms(mf->path), i == n - 1, v->why, sizeof v->why);
+    v->goes = segment_goes(&w, &seg, v->why, sizeof v->why);
     rmq_mapped_file_release(mf);
     if (!v->goes && !found_min) {
       f->min_after = v->offset;
@@ -536,13 +559,14 @@ static int walk_dir(forecast *f, const char *rel, rmq_err *err) {
   return rc;
 }
 
+/* The callback runs without the pass's lock: it may start a pass itself. */
 int rmq_clean_forecast(rmq_clean_service *cs, rmq_file_fn fn, void *ctx, rmq_err *err) {
   forecast f = {.cs = cs, .fn = fn, .ctx = ctx};
   pthread_mutex_lock(&cs->pass_mu);
   make_plan(cs, false, &f.plan);
   int rc = forecast_segments(&f, err);
-  if (rc == RMQ_OK) rc = walk_dir(&f, "", err);
   pthread_mutex_unlock(&cs->pass_mu);
+  if (rc == RMQ_OK) rc = walk_dir(&f, "", err);
   free(f.segments);
   return rc;
 }

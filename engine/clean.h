@@ -16,7 +16,8 @@
 **    never the current segment, stopping at the first one kept so that no
 **    hole is left, at most RMQ_CLEAN_MAX_SEGMENTS per pass, 100 ms apart. A
 **    segment goes when it was modified file_reserved_hours ago, or at once
-**    when the disk is above disk_clean_forcibly_ratio;
+**    when the disk is above disk_clean_forcibly_ratio; never before it was
+**    flushed whole, so that the flush services never look for it again;
 **  - when the commit log's minimum offset grew, deletes the consume-queue
 **    files whose last entry is below it (rmq_cq_delete_expired, 100 ms after
 **    each queue that lost a file), then the index files

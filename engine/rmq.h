@@ -801,7 +801,7 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
 ** CleanConsumeQueueService and the index files. At most 10 commit-log segments,
 ** oldest first, never the current one, stopping at the first one kept.
 ** *deleted: the files deleted (all kinds). RMQ_EINVAL on a read-only store,
-** RMQ_EIO naming the file that could not be unlinked.
+** RMQ_ENOMEM when the consume queues cannot be listed.
 */
 int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err);
 
