@@ -39,7 +39,9 @@
 **    reason        why it would be deleted, or why it is kept (TEXT)
 **
 ** rocketmq_clean() runs a pass at any hour, so it may delete files that
-** show would_delete 0 only because the hour is not in delete_when.
+** show would_delete 0 only because the hour is not in delete_when. A store
+** that no table of this process has open is judged by RocketMQ's default
+** settings (file_reserved_hours 72, delete_when '04', the default ratios).
 **
 ** How it works: xFilter lists every file once (rmq_store_files) into a
 ** snapshot; nothing is changed. idxNum is 1 when dir was given and 0 for

@@ -37,8 +37,16 @@
 ** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' the
 ** append returns only once on disk. UPDATE and DELETE are refused: messages
 ** are immutable, and leave the store only when their commit-log segment
-** expires (CleanCommitLogService). A readonly=1 table refuses INSERT even when this process
-** also has the store open for writing.
+** expires (CleanCommitLogService). A readonly=1 table refuses INSERT even
+** when this process also has the store open for writing. A full disk
+** (above disk_warning_ratio) fails INSERT, or COMMIT, with SQLITE_FULL.
+**
+** Expiry and readers. A cursor keeps reading a segment that expiry deletes
+** under it until it lets go; one that holds it longer than clean_grace_ms
+** gets an error for its row ("the segment holding offset N was deleted by
+** expiry while this cursor held it"), never the zeros that replace it. A
+** read by queue offset skips the entries whose records expired before the
+** queue's min offset moved past them, as RocketMQ's getMessage does.
 **
 ** SELECT plans (xBestIndex; idxNum holds one bit per constraint slot used,
 ** idxStr names the plan for EXPLAIN QUERY PLAN):
