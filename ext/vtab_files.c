@@ -161,10 +161,11 @@ static int list_files(void *ctx, rmqx_reader *r) {
 static int fl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
-  (void)argc;
   fl_cursor *c = (fl_cursor *)cur;
   clear_rows(c);
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], false, list_files, c);
+  /* A plan without dir has no argv[0]: rmqx_tvf_dir_snapshot fails it before looking. */
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc ? argv[0] : NULL, false, list_files,
+                               c);
 }
 
 static int fl_next(sqlite3_vtab_cursor *cur) {

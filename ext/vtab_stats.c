@@ -188,10 +188,11 @@ static int st_close(sqlite3_vtab_cursor *cur) {
 static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
-  (void)argc;
   st_cursor *c = (st_cursor *)cur;
   clear_rows(c);
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], false, compute_rows, c);
+  /* A plan without dir has no argv[0]: rmqx_tvf_dir_snapshot fails it before looking. */
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc ? argv[0] : NULL, false, compute_rows,
+                               c);
 }
 
 static int st_next(sqlite3_vtab_cursor *cur) {
