@@ -30,7 +30,7 @@ struct rmq_clean_service {
   rmq_index_service *index;
   rmq_retired_files *retired;
   rmq_service_thread thread;
-  pthread_mutex_t pass_mu;  /* one pass or dry run at a time */
+  pthread_mutex_t pass_mu;  /* one pass at a time; a dry run reads under it */
   int64_t last_min_offset;  /* CleanConsumeQueueService.lastPhysicalMinOffset, under pass_mu */
   pthread_mutex_t pause_mu; /* the pauses between deletions, which stopping cuts short */
   pthread_cond_t pause_cond;
@@ -404,6 +404,9 @@ static bool parse_offset(const char *name, size_t digits, int64_t *out) {
   return true;
 }
 
+/* A file a pass deleted and a reader still holds: it stays on disk until the reader lets go. */
+#define HELD "deleted; a reader still holds it (freed when it lets go)"
+
 static void commitlog_file(forecast *f, const char *name, rmq_file_info *info) {
   int64_t offset;
   if (!parse_offset(name, 20, &offset)) return;
@@ -417,15 +420,20 @@ static void commitlog_file(forecast *f, const char *name, rmq_file_info *info) {
     return;
   }
   info->reason = offset < rmq_commitlog_min_offset(f->cs->cl)
-                     ? "deleted; a reader still holds it (freed when it lets go)"
+                     ? HELD
                      : "made ahead for the next segment: not in the log yet";
 }
 
-/* The verdict on file number pos of count, when the first `expired` go by the rule. */
+/*
+** The verdict on file number pos of count (-1: older than the first, or not
+** found), when the first `expired` go by the rule.
+*/
 static void queue_file_verdict(forecast *f, int pos, int count, int expired, const char *newest,
                                rmq_file_info *info) {
   long long min = (long long)f->min_after;
-  if (pos < 0 || pos >= count) {
+  if (pos < 0 && f->cs->cl->mfq.writable) {
+    info->reason = HELD;
+  } else if (pos < 0 || pos >= count) {
     info->reason = "not one of the files the store reads: not subject to retention";
   } else if (pos == count - 1) {
     info->reason = newest;

@@ -703,7 +703,6 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
                                           NULL, offsets, count, err);
 }
 
-/* IS 90-141. */
 /* The files deleteExpiredFile takes, oldest first; with the lock held. */
 static int expired_files(rmq_index_service *s, int64_t commitlog_min_offset) {
   int n = 0;
@@ -730,6 +729,7 @@ static void delete_file(rmq_index_service *s, rmq_index_file *f) {
   free(f);
 }
 
+/* IS 90-141. */
 int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min_offset) {
   pthread_rwlock_wrlock(&s->lock);
   int n = expired_files(s, commitlog_min_offset);

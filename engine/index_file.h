@@ -19,8 +19,10 @@
 ** (a release store; readers load slots with acquire), and the header values
 ** readers use are atomics. The service's file list is guarded by a rwlock
 ** that a query holds while it walks the files (as RocketMQ does), so
-** delete_expired never unmaps a file under a reader; the lock prefers
-** writers, so that steady queries cannot hold off a roll.
+** delete_expired never unmaps a file under a query; a view (rmq_index_view)
+** holds its file instead, which delete_expired hands to the store's retired
+** list. The lock prefers writers, so that steady queries cannot hold off a
+** roll.
 **
 ** Index look-ups compare hashes only: different keys with the same hash
 ** (collisions) come back too, as in RocketMQ. THE CALLER must read each

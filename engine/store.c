@@ -869,8 +869,6 @@ static bool record_matches(void *ctx, int64_t phy_offset) {
   rmq_commitlog_ref ref;
   rmq_message m;
   rmq_err e = {0};
-  /* Expired: a segment a reader still holds must not bring its messages back. */
-  if (phy_offset < rmq_commitlog_min_offset(&k->s->commitlog)) return false;
   if (rmq_commitlog_read_message(&k->s->commitlog, phy_offset, false, &ref, &m, &e) != RMQ_OK) {
     return false; /* expired or cut by recovery since it was indexed */
   }

@@ -404,6 +404,14 @@ static void test_reader(const char *dir, const char *other, int grace_ms) {
     CHECK(access(segment, F_OK) == 0);
     CHECK(access(index, F_OK) == 0);
     CHECK_EQ_INT(stats(s).files_awaiting_readers, 2);
+    forecast *fc = files(s);
+    char rel[64];
+    segment_name(0, rel, sizeof rel);
+    CHECK_EQ_STR(reason_of(fc, rel), "deleted; a reader still holds it (freed when it lets go)");
+    snprintf(rel, sizeof rel, "index/%s", v.name);
+    CHECK_EQ_STR(reason_of(fc, rel), "deleted; a reader still holds it (freed when it lets go)");
+    CHECK_EQ_INT(fc->doomed.n, 0);
+    free(fc);
     rmq_commitlog_ref_release(&ref);
     rmq_index_view_release(&v);
     CHECK_EQ_INT(rmq_store_clean(s, &deleted, &err), RMQ_OK);
