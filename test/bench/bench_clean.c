@@ -1,23 +1,25 @@
 /*
 ** bench_clean.c: producing while the clean service deletes (make bench).
 **
-** The same autocommit INSERTs of 1 KiB bodies (N = env RMQ_BENCH_CLEAN_N,
-** default 100000, 4 queues, a key each) into a rocketmq table on a fresh
-** store with 1 MiB commit-log segments, file_reserved_hours=0 and
-** delete_when the current hour, so that every segment but the current one
-** has expired as soon as it is full:
+** Autocommit INSERTs of 1 KiB bodies (4 queues, a key each) into a
+** rocketmq table on a fresh store with 1 MiB commit-log segments,
+** file_reserved_hours=0 and delete_when the current hour, so that every
+** segment but the current one has expired as soon as it is full. Each run
+** first writes WARMUP messages and flushes them (a backlog of expired
+** segments), then produces for RMQ_BENCH_CLEAN_SECONDS (default 1):
 **
-**   without cleaning   clean_first_delay_ms=86400000: no pass runs
-**   with cleaning      a pass every clean_interval_ms=100 from the start,
+**   no clean pass      clean_first_delay_ms=86400000: no pass runs
+**   while cleaning     a pass every clean_interval_ms=100 from the start,
 **                      deleting commit-log segments (at most 10 a pass,
 **                      100 ms apart), consume-queue and index files
 **
 ** Rows/s is the median of 3 runs of each, alternated; the run of median
-** rows/s also reports the commit-log segments deleted by its end and those
-** left.
+** rows/s also reports the commit-log segments deleted during its window and
+** those left at its end.
 */
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #define NQUEUES 4
 #define BODY 1024
 #define SEGMENT 1048576
+#define WARMUP 30000
 
 typedef struct result {
   double rate;
@@ -87,7 +90,28 @@ static sqlite3 *open_store(const char *dir, bool cleaning) {
   return db;
 }
 
-static result run_once(int n, bool cleaning) {
+/* Autocommit INSERTs of keys key<from>.. until `until` (now_s) or n rows; returns the rows. */
+static int produce(sqlite3 *db, sqlite3_stmt *ins, int from, int n, double until) {
+  static unsigned char body[BODY];
+  memset(body, 'b', sizeof body);
+  char key[32];
+  int i = 0;
+  for (; i < n && (until == 0 || (i % 256 != 0 || now_s() < until)); i++) {
+    snprintf(key, sizeof key, "key%d", from + i);
+    sqlite3_bind_int(ins, 1, (from + i) % NQUEUES);
+    sqlite3_bind_text(ins, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(ins, 3, body, sizeof body, SQLITE_STATIC);
+    if (sqlite3_step(ins) != SQLITE_DONE) die(db, "insert");
+    sqlite3_reset(ins);
+  }
+  return i;
+}
+
+/*
+** A backlog of WARMUP expired, flushed segments first, so that a pass has
+** segments to delete during the whole measured window of `seconds`.
+*/
+static result run_once(double seconds, bool cleaning) {
   char dir[64];
   snprintf(dir, sizeof dir, "/tmp/rmq-bench-clean-XXXXXX");
   if (!mkdtemp(dir)) {
@@ -101,22 +125,17 @@ static result run_once(int n, bool cleaning) {
                          -1, &ins, NULL) != SQLITE_OK) {
     die(db, "prepare insert");
   }
-  static unsigned char body[BODY];
-  memset(body, 'b', sizeof body);
-  char key[32];
+  int warm = produce(db, ins, 0, WARMUP, 0);
+  char *flush = sqlite3_mprintf("SELECT rocketmq_flush('%q')", dir);
+  exec(db, flush);
+  sqlite3_free(flush);
+  long long min0 = stat_value(db, dir, "commitlog_min_offset");
   double t0 = now_s();
-  for (int i = 0; i < n; i++) {
-    snprintf(key, sizeof key, "key%d", i);
-    sqlite3_bind_int(ins, 1, i % NQUEUES);
-    sqlite3_bind_text(ins, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(ins, 3, body, sizeof body, SQLITE_STATIC);
-    if (sqlite3_step(ins) != SQLITE_DONE) die(db, "insert");
-    sqlite3_reset(ins);
-  }
-  result r = {.rate = n / (now_s() - t0)};
+  int rows = produce(db, ins, warm, INT32_MAX, t0 + seconds);
+  result r = {.rate = rows / (now_s() - t0)};
   sqlite3_finalize(ins);
   /* A pass counts its files when it ends: the first segment left says what went. */
-  r.segments_deleted = stat_value(db, dir, "commitlog_min_offset") / SEGMENT;
+  r.segments_deleted = (stat_value(db, dir, "commitlog_min_offset") - min0) / SEGMENT;
   r.commitlog_files = stat_value(db, dir, "commitlog_files");
   if (sqlite3_close(db) != SQLITE_OK) die(db, "close");
   rm_rf(dir);
@@ -135,19 +154,20 @@ static result median_run(result *runs) {
 }
 
 int main(void) {
-  const char *env = getenv("RMQ_BENCH_CLEAN_N");
-  int n = env ? atoi(env) : 100000;
-  if (n < 1000) n = 1000;
+  const char *env = getenv("RMQ_BENCH_CLEAN_SECONDS");
+  double seconds = env ? atof(env) : 1;
+  if (seconds <= 0) seconds = 1;
   ext_path = getenv("RMQ_EXT") ? getenv("RMQ_EXT") : "build/rocketmq";
 
   result runs[2][RUNS];
   for (int i = 0; i < RUNS; i++) {
-    runs[0][i] = run_once(n, false);
-    runs[1][i] = run_once(n, true);
+    runs[0][i] = run_once(seconds, false);
+    runs[1][i] = run_once(seconds, true);
   }
-  printf("\nProduce while cleaning: %d autocommit INSERTs x 1 KiB (env RMQ_BENCH_CLEAN_N), "
-         "1 MiB segments,\nfile_reserved_hours=0, delete_when the current hour; SQLite %s\n",
-         n, sqlite3_libversion());
+  printf("\nProduce while cleaning: autocommit INSERTs x 1 KiB for %.1f s (env "
+         "RMQ_BENCH_CLEAN_SECONDS)\nafter %d (flushed), 1 MiB segments, file_reserved_hours=0, "
+         "delete_when the current hour;\nSQLite %s\n",
+         seconds, WARMUP, sqlite3_libversion());
   printf("%-44s %4s %11s %14s %14s\n", "what", "runs", "rows/s", "segments gone", "segments left");
   static const char *const what[2] = {"produce, no clean pass",
                                       "produce while cleaning (a pass every 100 ms)"};
