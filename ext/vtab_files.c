@@ -44,7 +44,9 @@
 ** settings (file_reserved_hours 72, delete_when '04', the default ratios).
 **
 ** How it works: xFilter lists every file once (rmq_store_files) into a
-** snapshot; nothing is changed. idxNum is 1 when dir was given and 0 for
+** snapshot, after the dispatcher caught up (the consume-queue and index
+** files of every message inserted before the query are there); nothing is
+** changed. idxNum is 1 when dir was given and 0 for
 ** the plan without it, which fails in xFilter; idxStr is "files" or "no dir".
 */
 #include <string.h>
@@ -164,7 +166,7 @@ static int fl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   fl_cursor *c = (fl_cursor *)cur;
   clear_rows(c);
   /* A plan without dir has no argv[0]: rmqx_tvf_dir_snapshot fails it before looking. */
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc ? argv[0] : NULL, false, list_files,
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc ? argv[0] : NULL, true, list_files,
                                c);
 }
 

@@ -16,6 +16,10 @@ WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 299)
 INSERT INTO mq(topic, queue_id, keys, body)
   SELECT 'Logs', 0, 'log-' || i, zeroblob(1000) FROM n;
 
+-- A segment is deleted only once it is on disk whole: flush now rather than
+-- wait for the flush thread.
+SELECT rocketmq_flush('build/retention-store') AS flushed_offset;
+
 -- The dry run: what the next periodic pass would delete, and why.
 SELECT kind, path, size, datetime(expires_at / 1000, 'unixepoch') AS expires, would_delete, reason
   FROM rocketmq_files('build/retention-store')
