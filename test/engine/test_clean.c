@@ -12,6 +12,8 @@
 **     and never across a young one (no holes).
 **   reader: a reader holding a deleted segment reads it until it lets go,
 **     or until clean_grace_ms takes it away.
+**   concurrent: writes, queue reads and dry runs while passes expire every
+**     segment at once (for TSan).
 **   disk: on a tmpfs the test mounts, a disk above disk_warning_ratio
 **     refuses puts (RMQ_EFULL) until a pass finds it below again, and one
 **     above disk_clean_forcibly_ratio loses segments before they expire.
