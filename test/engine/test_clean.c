@@ -12,12 +12,16 @@
 **     and never across a young one (no holes).
 **   reader: a reader holding a deleted segment reads it until it lets go,
 **     or until clean_grace_ms takes it away.
+**   concurrent: writes, queue reads and dry runs while passes expire every
+**     segment at once (for TSan).
 **   disk: on a tmpfs the test mounts, a disk above disk_warning_ratio
 **     refuses puts (RMQ_EFULL) until a pass finds it below again, and one
 **     above disk_clean_forcibly_ratio loses segments before they expire.
 */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -428,6 +432,67 @@ static void test_reader(const char *dir, const char *other, int grace_ms) {
   rmq_store_close(s);
 }
 
+/* ------------------------------------------------------------- concurrent */
+
+typedef struct racer {
+  rmq_store *s;
+  atomic_bool stop;
+  int64_t reads, bad;
+} racer;
+
+/* Read every queue from its start while passes delete under the reader. */
+static void *race_reader(void *arg) {
+  racer *r = arg;
+  while (!atomic_load(&r->stop)) {
+    for (int q = 0; q < 2; q++) {
+      rmq_consume_queue *cq = rmq_store_find_queue(r->s, TOPIC, q);
+      if (!cq) continue;
+      rmq_cq_iter it;
+      rmq_cq_entry e;
+      rmq_cq_iter_start(&it, cq, 0);
+      while (rmq_cq_iter_next(&it, &e)) {
+        rmq_commitlog_ref ref;
+        rmq_message m;
+        rmq_err err = {0};
+        if (rmq_store_read(r->s, e.phy_offset, &ref, &m, &err) != RMQ_OK) continue;
+        bool same = m.body_len == BODY && memcmp(m.body, body, BODY) == 0;
+        r->bad += !same && rmq_commitlog_ref_valid(&ref);
+        r->reads++;
+        rmq_commitlog_ref_release(&ref);
+      }
+      rmq_cq_iter_stop(&it);
+    }
+    forecast *fc = calloc(1, sizeof *fc);
+    rmq_err err = {0};
+    r->bad += rmq_store_files(r->s, on_file, fc, &err) != RMQ_OK; /* no CHECK off the main thread */
+    free(fc);
+  }
+  return NULL;
+}
+
+/* Writes, reads, dry runs and passes that expire everything at once, all together. */
+static void test_concurrent(const char *dir, const char *now) {
+  rmq_config cfg;
+  config(&cfg, SEG, now);
+  cfg.file_reserved_hours = 0;
+  cfg.clean_first_delay_ms = 0;
+  cfg.clean_interval_ms = 10;
+  cfg.flush_interval_ms = 10;
+  racer r = {.s = tu_open(dir, &cfg)};
+  if (!r.s) return;
+  pthread_t reader;
+  pthread_create(&reader, NULL, race_reader, &r);
+  for (int round = 0; round < 20; round++) put_messages(r.s, round * 20, 20, NULL);
+  atomic_store(&r.stop, true);
+  pthread_join(reader, NULL);
+  rmq_stats st = stats(r.s);
+  CHECK(st.clean_runs > 0);
+  CHECK(st.files_deleted > 0);
+  CHECK(r.reads > 0);
+  CHECK_EQ_INT(r.bad, 0);
+  rmq_store_close(r.s);
+}
+
 /* ------------------------------------------------------------------ disk */
 
 static char mnt[64];
@@ -557,6 +622,9 @@ int main(void) {
   tu_rmrf(dir);
   tu_tmpdir(dir, sizeof dir);
   test_reader(dir, other, 0);
+  tu_rmrf(dir);
+  tu_tmpdir(dir, sizeof dir);
+  test_concurrent(dir, now);
   tu_rmrf(dir);
   test_disk();
   return check_report();
