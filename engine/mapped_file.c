@@ -140,9 +140,16 @@ bool rmq_mapped_file_hold(rmq_mapped_file *mf) {
   return true;
 }
 
+static void retired_collect(rmq_retired_files *r, rmq_mapped_file *mf);
+
 void rmq_mapped_file_release(rmq_mapped_file *mf) {
-  if (atomic_fetch_sub_explicit(&mf->refcount, 1, memory_order_acq_rel) == 1) {
+  /* Read while this hold keeps mf alive: after the decrement the list may free it. */
+  rmq_retired_files *r = atomic_load(&mf->retired_in);
+  int before = atomic_fetch_sub_explicit(&mf->refcount, 1, memory_order_acq_rel);
+  if (before == 1) {
     mapped_file_free(mf);
+  } else if (before == 2 && r != NULL) {
+    retired_collect(r, mf); /* the last reader let go: only the list holds it */
   }
 }
 
@@ -173,8 +180,14 @@ void rmq_retired_init(rmq_retired_files *r) {
   pthread_mutex_init(&r->mu, NULL);
 }
 
+/* Let go of the list's hold (under r->mu): no release may come back to the list. */
+static void retired_drop(rmq_mapped_file *mf) {
+  atomic_store(&mf->retired_in, NULL);
+  rmq_mapped_file_release(mf);
+}
+
 void rmq_retired_destroy(rmq_retired_files *r) {
-  for (int i = 0; i < r->count; i++) rmq_mapped_file_release(r->items[i].mf);
+  for (int i = 0; i < r->count; i++) retired_drop(r->items[i].mf);
   free(r->items);
   pthread_mutex_destroy(&r->mu);
   memset(r, 0, sizeof *r);
@@ -191,19 +204,32 @@ static bool retired_push(rmq_retired_files *r, rmq_mapped_file *mf) {
   }
   if (!rmq_mapped_file_hold(mf)) return false;
   r->items[r->count++] = (rmq_retired_file){mf, rmq_monotonic_ms()};
+  atomic_store(&mf->retired_in, r);
   return true;
+}
+
+/* Take mf off the list and free it if only the list holds it; mf may be gone already. */
+static void retired_collect(rmq_retired_files *r, rmq_mapped_file *mf) {
+  pthread_mutex_lock(&r->mu);
+  for (int i = 0; i < r->count; i++) {
+    if (r->items[i].mf != mf) continue;
+    /* Found: the list's hold keeps it alive. */
+    if (atomic_load(&mf->refcount) == 1) {
+      r->items[i] = r->items[--r->count];
+      retired_drop(mf);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&r->mu);
 }
 
 void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf) {
   pthread_mutex_lock(&r->mu);
   /* Without room to watch it, the file is still unlinked at its last release. */
-  bool watched = retired_push(r, mf);
-  rmq_mapped_file_shutdown(mf, true);
-  if (watched && atomic_load(&mf->refcount) == 1) {
-    rmq_mapped_file_release(mf); /* no reader: unmapped and unlinked now */
-    r->count--;
-  }
+  retired_push(r, mf);
   pthread_mutex_unlock(&r->mu);
+  /* Drops the owner's hold; without readers that leaves the list's, which collects it now. */
+  rmq_mapped_file_shutdown(mf, true);
 }
 
 int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms) {
@@ -219,7 +245,7 @@ int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms) {
       continue;
     }
     if (!unread) rmq_mapped_file_revoke(f.mf);
-    rmq_mapped_file_release(f.mf);
+    retired_drop(f.mf);
   }
   r->count = kept;
   pthread_mutex_unlock(&r->mu);

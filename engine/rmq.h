@@ -487,6 +487,7 @@ typedef struct rmq_commitlog_iter {
   bool next_segment; /* the last record ends its segment's data */
   bool last_damaged;
   int32_t last_size;
+  int64_t lost; /* -1, or a segment expiry took from under the walk: its records were skipped */
 } rmq_commitlog_iter;
 
 /*
@@ -504,8 +505,12 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
 bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec);
 /* Let go of the held segment; the iterator may be started again. */
 void rmq_commitlog_iter_stop(rmq_commitlog_iter *it);
-/* As rmq_commitlog_ref_valid, for the record the last Next returned. */
-bool rmq_commitlog_iter_valid(const rmq_commitlog_iter *it);
+/*
+** -1 while the walk is sound; else the start offset of a segment that expiry
+** took away from it (held longer than clean_grace_ms): the record the last
+** Next returned is zeros, or the walk skipped the rest of that segment.
+*/
+int64_t rmq_commitlog_iter_expired(const rmq_commitlog_iter *it);
 
 /* -------------------------------------------------------- consume queues */
 

@@ -143,11 +143,12 @@ void rmqx_tvf_dir_close(rmqx_tvf_dir *d);
 /*
 ** xFilter of a table whose rows are a snapshot taken once: checks the
 ** arguments, opens the store of dir (after the dispatcher caught up, when
-** `dispatched`), calls fill(ctx, reader) and lets the store go.
+** `dispatched`), calls fill(ctx, reader) and lets the store go. dir is
+** argv[0] of the plans that have it.
 */
 typedef int (*rmqx_tvf_fill_fn)(void *ctx, rmqx_reader *r);
-int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, sqlite3_value *dir,
-                          bool dispatched, rmqx_tvf_fill_fn fill, void *ctx);
+int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, int argc,
+                          sqlite3_value **argv, bool dispatched, rmqx_tvf_fill_fn fill, void *ctx);
 
 /*
 ** row.c: a row INSERTed into the rocketmq table, checked and turned into

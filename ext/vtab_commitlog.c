@@ -169,13 +169,14 @@ static const char expired_fmt[] = "rocketmq_commitlog: the segment holding offse
 
 /*
 ** The next row. A segment that expiry took from this cursor reads as zeros
-** (rmq_commitlog_iter_valid): that is an error, never rows.
+** (rmq_commitlog_iter_expired): that is an error, never rows, nor an end.
 */
 static int step(cl_cursor *c) {
   clear_row(c);
   c->eof = !rmq_commitlog_iter_next(&c->it, &c->rec);
-  if (c->eof || rmq_commitlog_iter_valid(&c->it)) return SQLITE_OK;
-  return rmqx_vtab_error(c->base.pVtab, expired_fmt, (long long)c->rec.offset);
+  int64_t expired = rmq_commitlog_iter_expired(&c->it);
+  if (expired < 0) return SQLITE_OK;
+  return rmqx_vtab_error(c->base.pVtab, expired_fmt, (long long)expired);
 }
 
 /* 1/0 for the body CRC, 2 when there is no body to check. */
@@ -328,9 +329,8 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
     default: header_column(c, ctx, col); break;
   }
-  if (!rmq_commitlog_iter_valid(&c->it)) {
-    rmqx_result_error(ctx, expired_fmt, (long long)c->rec.offset);
-  }
+  int64_t expired = rmq_commitlog_iter_expired(&c->it);
+  if (expired >= 0) rmqx_result_error(ctx, expired_fmt, (long long)expired);
   return SQLITE_OK;
 }
 

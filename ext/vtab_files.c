@@ -165,9 +165,7 @@ static int fl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)idx_str;
   fl_cursor *c = (fl_cursor *)cur;
   clear_rows(c);
-  /* A plan without dir has no argv[0]: rmqx_tvf_dir_snapshot fails it before looking. */
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc ? argv[0] : NULL, true, list_files,
-                               c);
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc, argv, true, list_files, c);
 }
 
 static int fl_next(sqlite3_vtab_cursor *cur) {

@@ -190,9 +190,7 @@ static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   (void)idx_str;
   st_cursor *c = (st_cursor *)cur;
   clear_rows(c);
-  /* A plan without dir has no argv[0]: rmqx_tvf_dir_snapshot fails it before looking. */
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc ? argv[0] : NULL, false, compute_rows,
-                               c);
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc, argv, false, compute_rows, c);
 }
 
 static int st_next(sqlite3_vtab_cursor *cur) {

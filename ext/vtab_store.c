@@ -592,12 +592,12 @@ static bool load_record(store_cursor *c, int64_t offset) {
 
 /*
 ** A cursor that held a deleted segment longer than clean_grace_ms reads
-** zeros there (rmq_commitlog_ref_valid): its row is an error, never those
-** bytes.
+** zeros there: its row is an error, never those bytes. -1 while sound, else
+** an offset in the segment taken away.
 */
-static bool record_valid(const store_cursor *c) {
-  return c->plan == PLAN_SCAN || c->plan == PLAN_RANGE ? rmq_commitlog_iter_valid(&c->walk)
-                                                       : rmq_commitlog_ref_valid(&c->ref);
+static int64_t record_expired(const store_cursor *c) {
+  if (c->plan == PLAN_SCAN || c->plan == PLAN_RANGE) return rmq_commitlog_iter_expired(&c->walk);
+  return rmq_commitlog_ref_valid(&c->ref) ? -1 : c->m.physical_offset;
 }
 
 static const char expired_fmt[] = "the segment holding offset %lld was deleted by expiry while "
@@ -613,9 +613,7 @@ static int walk_next(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
   rmq_commitlog_record rec;
   while (rmq_commitlog_iter_next(&c->walk, &rec)) {
-    if (!rmq_commitlog_iter_valid(&c->walk)) {
-      return rmqx_vtab_error(&c->vt->base, expired_fmt, (long long)rec.offset);
-    }
+    if (record_expired(c) >= 0) break;
     if (rec.kind == RMQ_RECORD_BLANK) continue;
     if (rec.kind == RMQ_RECORD_DAMAGED) {
       rmqx_vtab_error(&c->vt->base,
@@ -628,6 +626,8 @@ static int walk_next(store_cursor *c) {
     c->props_found = false;
     return SQLITE_OK;
   }
+  int64_t expired = record_expired(c);
+  if (expired >= 0) return rmqx_vtab_error(&c->vt->base, expired_fmt, (long long)expired);
   c->eof = true;
   return SQLITE_OK;
 }
@@ -1009,7 +1009,8 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
       break;
     case COL_WAIT_MS: break;
   }
-  if (!record_valid(c)) rmqx_result_error(ctx, expired_fmt, (long long)m->physical_offset);
+  int64_t expired = record_expired(c);
+  if (expired >= 0) rmqx_result_error(ctx, expired_fmt, (long long)expired);
   return SQLITE_OK;
 }
 
