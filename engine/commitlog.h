@@ -54,6 +54,7 @@ typedef struct rmq_commitlog {
   char poison_msg[256];               /* written once, before poisoned is set */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
+  struct rmq_service_thread *put_wakeup; /* woken after each put (CommitRealTimeService), or NULL */
 } rmq_commitlog;
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,

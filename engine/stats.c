@@ -83,5 +83,6 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   st->schedule_delivered = schedule ? rmq_schedule_delivered(schedule) : 0;
   const char *report = rmq_store_delay_offset_report(s);
   st->delay_offsets = report[0] ? report : NULL;
+  rmq_store_service_runs(s, st);
   return RMQ_OK;
 }

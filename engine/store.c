@@ -483,6 +483,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
       .flush_least_pages = 4,
       .flush_thorough_interval_ms = 10000,
       .commit_interval_ms = 200,
+      .reput = s->reput,
   };
   s->flush = rmq_flush_service_new(&s->commitlog, &s->checkpoint, &fc, err);
   if (!s->flush) return err->code;
@@ -733,6 +734,12 @@ rmq_schedule_service *rmq_store_schedule(rmq_store *s) { return s->schedule; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
 const char *rmq_store_delay_offset_report(rmq_store *s) { return s->delay_offset_report; }
 
+void rmq_store_service_runs(rmq_store *s, rmq_stats *st) {
+  st->flush_runs = s->flush ? rmq_flush_runs(s->flush) : 0;
+  st->commit_runs = s->flush ? rmq_flush_commit_runs(s->flush) : 0;
+  st->cq_flush_runs = s->cq_flush ? rmq_cq_flush_runs(s->cq_flush) : 0;
+}
+
 /* ------------------------------------------------------------- queries */
 
 int rmq_store_read(rmq_store *s, int64_t offset, rmq_commitlog_ref *ref, rmq_message *out,
@@ -807,6 +814,9 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
+  /* With a transient store pool, what was acknowledged may still wait in a write buffer. */
+  int rc = rmq_flush_commit(s->flush, err);
+  if (rc != RMQ_OK) return rc;
   return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS, err);
 }
 

@@ -56,6 +56,16 @@
 **                           be used when the store was opened (its .bak was
 **                           read, or delivery started at each schedule
 **                           queue's start)
+**    flush_runs             passes of FlushRealTimeService (flush='async')
+**                           or GroupCommitService (flush='sync') that forced
+**                           commit-log bytes to disk, since the store was
+**                           opened (rocketmq_flush not counted); 0 when
+**                           opened read-only
+**    commit_runs            passes of CommitRealTimeService that copied
+**                           bytes from transient_store_pool buffers into
+**                           the commit log (0 without a pool)
+**    cq_flush_runs          passes of FlushConsumeQueueService (every
+**                           second) that forced a consume queue to disk
 **
 ** How it works: xFilter computes every row once, from rmq_store_stats
 ** (which walks dir for the file sizes, symbolic links not followed); idxNum
@@ -68,7 +78,7 @@
 
 enum { COL_NAME, COL_VALUE, COL_DIR };
 
-#define MAX_ROWS 32
+#define MAX_ROWS 40
 
 typedef struct st_row {
   const char *name;
@@ -146,6 +156,9 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   ok = ok && add_text(c, "poison_reason", st.poisoned ? st.poison_reason : NULL);
   add_int(c, "schedule_delivered", st.schedule_delivered);
   ok = ok && add_text(c, "delay_offsets", st.delay_offsets);
+  add_int(c, "flush_runs", st.flush_runs);
+  add_int(c, "commit_runs", st.commit_runs);
+  add_int(c, "cq_flush_runs", st.cq_flush_runs);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 
