@@ -473,7 +473,8 @@ static int start_services(rmq_store *s, rmq_err *err) {
   }
   s->staging = rmq_staging_pool_new(RMQ_STAGING_LINGER_MS);
   if (s->staging)
-    s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool, s->staging);
+    s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->cfg.flush_sync, s->pool,
+                                           s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   rmq_allocate_attach(s->allocate, q);
   rmq_flush_config fc = {
