@@ -57,7 +57,7 @@ typedef struct rmq_mapped_file {
   atomic_int refcount;
   atomic_bool available;
   atomic_bool unlink_on_free;
-  atomic_bool revoked;              /* rmq_mapped_file_revoke: the mapping holds zeros now */
+  atomic_bool revoked; /* rmq_mapped_file_revoke: the mapping holds zeros now */
   bool first_in_queue;              /* first file a consume queue ever created */
   rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
   void *write_failed_ctx;
