@@ -54,6 +54,24 @@ static void put_n(rmq_store *s, const char *topic, int queue_id, int n, int body
   }
 }
 
+/* n messages of body_len bytes as one batch: the flush and commit services see it whole. */
+static void put_batch(rmq_store *s, const char *topic, int queue_id, int n, int body_len) {
+  char body[4096];
+  memset(body, 'b', sizeof body);
+  tu_msg *t = malloc(sizeof *t * (size_t)n);
+  rmq_message *msgs = malloc(sizeof *msgs * (size_t)n);
+  rmq_err err = {0};
+  for (int i = 0; t && msgs && i < n; i++) {
+    msgs[i] = *tu_message(&t[i], topic, queue_id, body, body_len, NULL);
+    msgs[i].properties = t[i].props;
+  }
+  int rc = t && msgs ? rmq_store_put(s, msgs, n, NULL, &err) : RMQ_ENOMEM;
+  CHECK_EQ_INT(rc, RMQ_OK);
+  if (rc != RMQ_OK) fprintf(stderr, "  %s\n", err.msg);
+  free(msgs);
+  free(t);
+}
+
 static rmq_stats stats_of(rmq_store *s) {
   rmq_stats st;
   rmq_err err = {0};
@@ -95,7 +113,7 @@ static void test_warm_unlocks_left_segments(void) {
   }
   printf("warm_mapped_file: %ld KiB locked after 14 segments of %d KiB (at most %ld KiB)\n", locked,
          WARM_SEG / 1024, most);
-  if (most == 0) printf("  mlock was refused (RLIMIT_MEMLOCK): nothing to unlock\n");
+  if (most == 0) printf("  nothing was locked (mlock refused or intercepted)\n");
   CHECK(locked >= 0);
   CHECK(locked <= 2 * WARM_SEG / 1024);
   CHECK(most <= 3 * WARM_SEG / 1024);
@@ -285,7 +303,8 @@ static void test_flush_runs_on_its_own(bool pool) {
   int64_t grew = runs_while_producing(s, "Flush", 100, 40, 500, flush_runs);
   printf("flush%s: %lld runs in 5 intervals of 100 ms\n", pool ? " (pool)" : "", (long long)grew);
   CHECK(grew >= 2);
-  put_n(s, "Flush", 1, 100, 100);
+  /* One batch of more than 4 pages: the next pass flushes it, and the end, whole. */
+  put_batch(s, "Flush", 1, 100, 100);
   int64_t ms = ms_until_flushed(s, 5000);
   printf("flush%s: the end was flushed %lld ms after the last put\n", pool ? " (pool)" : "",
          (long long)ms);
@@ -316,16 +335,19 @@ static void test_cq_flush_runs_on_its_own(void) {
   rmq_consume_queue *cq = rmq_store_find_queue(s, "CqFlush", 0);
   CHECK(cq != NULL);
   if (cq) {
-    /* The last burst is more than 2 pages: the next pass flushes the queue to its end. */
+    /*
+    ** A pass forces a queue with 2 dirty pages or more: soon after the last
+    ** burst less than that is left (a pass may fall inside a burst).
+    */
     int64_t end = rmq_cq_max_offset(cq) * 20, t0 = rmq_monotonic_ms();
-    while (atomic_load(&cq->mfq.flushed_where) < end && rmq_monotonic_ms() - t0 < 5000) {
+    while (end - atomic_load(&cq->mfq.flushed_where) >= 2 * RMQ_OS_PAGE_SIZE &&
+           rmq_monotonic_ms() - t0 < 5000) {
       sleep_ms(20);
     }
-    int64_t ms = rmq_monotonic_ms() - t0;
-    printf("consume-queue flush: the queue's end (%lld bytes) was flushed %lld ms after the last "
-           "put\n",
-           (long long)end, (long long)ms);
-    CHECK_EQ_INT(atomic_load(&cq->mfq.flushed_where), end);
+    int64_t ms = rmq_monotonic_ms() - t0, flushed = atomic_load(&cq->mfq.flushed_where);
+    printf("consume-queue flush: %lld of %lld bytes flushed %lld ms after the last put\n",
+           (long long)flushed, (long long)end, (long long)ms);
+    CHECK(end - flushed < 2 * RMQ_OS_PAGE_SIZE);
     CHECK(ms <= 2500); /* about 2 intervals, loosely */
   }
   rmq_store_close(s);
