@@ -77,7 +77,7 @@ static int run_engine(int n, int body_len, int pool, run_result *out) {
     if (a != 0) lat[ns++] = (now_s() - a) * 1e6;
   }
   out->seconds = now_s() - t0;
-  out->bytes = rmq_commitlog_max_offset(rmq_store_commitlog(s));
+  out->bytes = rmq_mfq_max_wrote(&rmq_store_commitlog(s)->mfq);
   qsort(lat, (size_t)ns, sizeof *lat, cmp_double);
   out->p50_us = lat[ns / 2];
   out->p99_us = lat[ns * 99 / 100];
