@@ -496,6 +496,8 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
+  /* CommitLog.handleDiskFlush: the written bytes reach the file (and readers) soon after. */
+  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
   atomic_fetch_add(&cl->put_count, count);
   for (int i = 0; results && i < count; i++) {
     rmq_msg_id_format(&cl->cfg.store_host, results[i].physical_offset, results[i].msg_id);

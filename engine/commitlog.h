@@ -58,6 +58,7 @@ typedef struct rmq_commitlog {
   atomic_int disk_full; /* 0, or the disk's used percent above disk_warning_ratio (clean.c) */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
+  struct rmq_service_thread *put_wakeup; /* woken after each put (CommitRealTimeService), or NULL */
 } rmq_commitlog;
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,

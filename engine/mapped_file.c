@@ -322,7 +322,14 @@ static bool commit_range(rmq_mapped_file *mf, int32_t from, int32_t to) {
 }
 
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
-  if (!mf->transient) return RMQ_OK;
+  /*
+  ** MappedFile.commit: a file written without a buffer (the pool had none
+  ** left) is committed as written, or the queue's commit would stop at it.
+  */
+  if (!mf->transient) {
+    atomic_store_explicit(&mf->committed_position, rmq_mapped_file_wrote(mf), memory_order_release);
+    return RMQ_OK;
+  }
   int rc = RMQ_OK;
   pthread_mutex_lock(&mf->flush_mu);
   int32_t committed = atomic_load(&mf->committed_position);
@@ -340,18 +347,35 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   return rc;
 }
 
-int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, rmq_err *err) {
+/* MappedFile.warmMappedFile's force every flushLeastPagesWhenWarmMapedFile pages (sync flush). */
+static int warm_flush(rmq_mapped_file *mf, int32_t from, int32_t to, rmq_err *err) {
+  if (rmq_io_msync(mf->mapped + from, (size_t)(to - from)) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot flush %s bytes %d..%d while warming it: %s", mf->path,
+                     from, to, strerror(errno));
+}
+
+int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, int flush_pages, rmq_err *err) {
   if (!mf->writable) return RMQ_OK;
   /* The pages are written through the mapping: without blocks a full disk is SIGBUS. */
   int rc = rmq_mapped_file_reserve(mf, mf->file_size, err);
   if (rc != RMQ_OK) return rc;
   /* A write to each page makes the kernel allocate it now, not on the hot path. */
-  for (int32_t i = 0; i < mf->file_size; i += RMQ_OS_PAGE_SIZE) mf->mapped[i] = 0;
-  if (lock_memory) {
-    mlock(mf->mapped, (size_t)mf->file_size);
+  int32_t flushed = 0;
+  for (int32_t i = 0; rc == RMQ_OK && i < mf->file_size; i += RMQ_OS_PAGE_SIZE) {
+    mf->mapped[i] = 0;
+    /* A sync flush would otherwise meet a whole segment of dirty zeros at once. */
+    if (flush_pages > 0 && (i - flushed) / RMQ_OS_PAGE_SIZE >= flush_pages) {
+      rc = warm_flush(mf, flushed, i, err);
+      flushed = i;
+    }
   }
-  return RMQ_OK;
+  if (rc == RMQ_OK && flush_pages > 0) rc = warm_flush(mf, flushed, mf->file_size, err);
+  /* Best effort, as RocketMQ's: RLIMIT_MEMLOCK may forbid it. */
+  if (rc == RMQ_OK && lock_memory) mlock(mf->mapped, (size_t)mf->file_size);
+  return rc;
 }
+
+void rmq_mapped_file_unlock(rmq_mapped_file *mf) { munlock(mf->mapped, (size_t)mf->file_size); }
 
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
   return rmq_mapped_file_reserve_ahead(mf, upto, RMQ_RESERVE_STEP, err);

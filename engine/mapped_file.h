@@ -223,8 +223,13 @@ bool rmq_mapped_file_all_zero(rmq_mapped_file *mf, int32_t from, int32_t to);
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /*
 ** Reserve the whole file's blocks, then touch every page so that appends do
-** not fault; mlock it too when asked. RMQ_EFULL or RMQ_EIO from the reserve.
+** not fault, forcing the touched pages to disk every flush_pages pages when
+** flush_pages > 0 (sync flush); mlock it too when asked, quietly doing
+** without when the kernel refuses. RMQ_EFULL or RMQ_EIO from the reserve,
+** RMQ_EIO from a flush.
 */
-int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, rmq_err *err);
+int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, int flush_pages, rmq_err *err);
+/* munlock the whole file: the writer has left it (MappedFile.munlock). */
+void rmq_mapped_file_unlock(rmq_mapped_file *mf);
 
 #endif

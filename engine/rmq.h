@@ -590,10 +590,12 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
 /*
 ** Wait until the dispatcher has put everything appended before this call
 ** into the consume queues and index files, at most RMQ_DISPATCH_WAIT_MS,
-** so that a reader sees every message whose put returned before it started.
+** so that a reader sees every message whose put returned before it started;
+** with transient_store_pool it first commits what the write buffers hold.
 ** RMQ_OK at once for a read-only store (the files are what they are).
 ** RMQ_ETIMEOUT: the dispatcher did not get there in time. RMQ_EPOISONED:
-** dispatch stopped after a failed write (the message says why).
+** dispatch stopped after a failed write (the message says why). RMQ_EIO: the
+** commit failed (the store then refuses writes until it is reopened).
 */
 #define RMQ_DISPATCH_WAIT_MS 30000
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);

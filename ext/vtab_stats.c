@@ -67,6 +67,16 @@
 **    files_awaiting_readers deleted files that a reader (a cursor) still
 **                           holds: their disk space is freed when it lets
 **                           go, or after clean_grace_ms
+**    flush_runs             passes of FlushRealTimeService (flush='async')
+**                           or GroupCommitService (flush='sync') that forced
+**                           commit-log bytes to disk, since the store was
+**                           opened (rocketmq_flush not counted); 0 when
+**                           opened read-only
+**    commit_runs            passes of CommitRealTimeService that copied
+**                           bytes from transient_store_pool buffers into
+**                           the commit log (0 without a pool)
+**    cq_flush_runs          passes of FlushConsumeQueueService (every
+**                           second) that forced a consume queue to disk
 **
 ** How it works: xFilter computes every row once, from rmq_store_stats
 ** (which walks dir for the file sizes, symbolic links not followed); idxNum
@@ -162,6 +172,9 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   add_int(c, "clean_runs", st.clean_runs);
   add_int(c, "files_deleted", st.files_deleted);
   add_int(c, "files_awaiting_readers", st.files_awaiting_readers);
+  add_int(c, "flush_runs", st.flush_runs);
+  add_int(c, "commit_runs", st.commit_runs);
+  add_int(c, "cq_flush_runs", st.cq_flush_runs);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 
