@@ -468,6 +468,23 @@ static int check_disk(rmq_commitlog *cl, rmq_err *err) {
                      cl->mfq.dir, percent, cl->cfg.disk_warning_ratio);
 }
 
+/*
+** Between two clean passes a fast writer could fill a small disk: it looks
+** at the disk itself every DISK_CHECK_BYTES it appends, and stops writes
+** above disk_warning_ratio at once. Only a clean pass lets them in again.
+*/
+#define DISK_CHECK_BYTES (1 << 20)
+
+static void recheck_disk(rmq_commitlog *cl, int64_t end) {
+  int64_t at = atomic_load_explicit(&cl->disk_check_at, memory_order_relaxed);
+  if (end < at ||
+      !atomic_compare_exchange_strong(&cl->disk_check_at, &at, end + DISK_CHECK_BYTES)) {
+    return;
+  }
+  int percent = rmq_io_disk_used_percent(cl->mfq.dir);
+  if (percent > cl->cfg.disk_warning_ratio) atomic_store(&cl->disk_full, percent);
+}
+
 /* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
 static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                          int64_t total, stamp_state *st, int64_t *first_offset, rmq_err *err) {
@@ -496,6 +513,7 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
+  recheck_disk(cl, *end_offset);
   /* CommitLog.handleDiskFlush: the written bytes reach the file (and readers) soon after. */
   if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
   atomic_fetch_add(&cl->put_count, count);
