@@ -258,6 +258,13 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
   rmq_mapped_file_advance(mf, mf->file_size - pos);
+  /*
+  ** Bytes reach the file in log order: the next segment may be written
+  ** without a buffer (the pool ran out), straight into the page cache, so
+  ** this one's buffered tail goes first. Else a crash could keep the later
+  ** records and lose earlier ones, which recovery must call damage.
+  */
+  if (mf->transient && rmq_mapped_file_commit(mf, 0, err) != RMQ_OK) return NULL;
   return rmq_mfq_last_or_create(&cl->mfq, 0, err);
 }
 
