@@ -497,10 +497,64 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
   atomic_fetch_add(&cl->put_count, count);
+  if (cl->appended) cl->appended(cl->appended_ctx);
   for (int i = 0; results && i < count; i++) {
     rmq_msg_id_format(&cl->cfg.store_host, results[i].physical_offset, results[i].msg_id);
   }
   return RMQ_OK;
+}
+
+/* ---------------------------------------------------------- slave append */
+
+/* Under the put lock: the segment that ends where offset is, created when the log is empty. */
+static rmq_mapped_file *append_segment(rmq_commitlog *cl, int64_t offset, rmq_err *err) {
+  int64_t end = rmq_mfq_max_wrote(&cl->mfq);
+  if (rmq_mfq_count(&cl->mfq) == 0 && offset % cl->cfg.file_size != 0) {
+    rmq_err_set(err, RMQ_EINVAL, "an empty commit log starts at a segment's start, not at %lld",
+                (long long)offset);
+    return NULL;
+  }
+  if (rmq_mfq_count(&cl->mfq) > 0 && offset != end) {
+    rmq_err_set(err, RMQ_EINVAL, "data for offset %lld, but the commit log ends at %lld",
+                (long long)offset, (long long)end);
+    return NULL;
+  }
+  return rmq_mfq_last_or_create(&cl->mfq, offset, err);
+}
+
+static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
+                              int64_t store_timestamp, rmq_err *err) {
+  if (atomic_load(&cl->poisoned)) {
+    return rmq_err_set(err, RMQ_EPOISONED, "the store refuses writes until it is reopened: %s",
+                       cl->poison_msg);
+  }
+  rmq_mapped_file *mf = append_segment(cl, offset, err);
+  if (!mf) return err->code;
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  if (mf->file_from_offset + pos != offset || (int64_t)len > mf->file_size - pos) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "%zu bytes at offset %lld do not fit in the segment %s at position %d", len,
+                       (long long)offset, mf->path, pos);
+  }
+  if (len == 0) return RMQ_OK;
+  int rc = rmq_mapped_file_reserve(mf, pos + (int32_t)len, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_mapped_file_claim(mf, pos + (int32_t)len);
+  rc = rmq_mapped_file_write(mf, pos, data, len, err);
+  if (rc != RMQ_OK) return rc;
+  if (store_timestamp > 0) atomic_store(&mf->store_timestamp, store_timestamp);
+  rmq_mapped_file_advance(mf, (int32_t)len);
+  return RMQ_OK;
+}
+
+int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
+                              int64_t store_timestamp, rmq_err *err) {
+  if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
+  put_lock(cl);
+  int rc = locked_append_data(cl, offset, data, len, store_timestamp, err);
+  put_unlock(cl);
+  if (rc == RMQ_OK && len > 0 && cl->appended) cl->appended(cl->appended_ctx);
+  return rc;
 }
 
 /* ------------------------------------------------------- put of messages */

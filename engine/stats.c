@@ -93,5 +93,6 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   const char *report = rmq_store_delay_offset_report(s);
   st->delay_offsets = report[0] ? report : NULL;
   retention_stats(s, st);
+  rmq_store_ha_stats(s, st);
   return RMQ_OK;
 }
