@@ -802,7 +802,7 @@ typedef struct rmq_stats {
   int64_t flush_runs;             /* FlushRealTimeService / GroupCommitService flushes done */
   int64_t commit_runs;            /* CommitRealTimeService commits done (transient_store_pool) */
   int64_t cq_flush_runs;          /* FlushConsumeQueueService flushes done */
-  const char *role;               /* rmq_role_name of the store's role */
+  const char *role;               /* rmq_role_name of the store's role; NULL when read-only */
   int64_t ha_slaves;              /* master: slaves connected now */
   int64_t ha_push2slave_offset;   /* master: the largest offset a slave acknowledged, -1: none */
   char ha_state[128];             /* "" without replication; see rmq_ha_row's state */

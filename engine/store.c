@@ -870,7 +870,7 @@ int rmq_store_ha(rmq_store *s, rmq_ha_fn fn, void *ctx, rmq_err *err) {
 }
 
 void rmq_store_ha_stats(rmq_store *s, rmq_stats *st) {
-  st->role = rmq_role_name(s->cfg.role);
+  st->role = s->cfg.readonly ? NULL : rmq_role_name(s->cfg.role);
   st->ha_push2slave_offset = -1;
   if (s->ha) rmq_ha_service_stats(s->ha, st);
   if (s->ha_client) rmq_ha_client_stats(s->ha_client, st);

@@ -56,6 +56,17 @@
 **                           be used when the store was opened (its .bak was
 **                           read, or delivery started at each schedule
 **                           queue's start)
+**    role                   'master', 'sync_master' or 'slave'; NULL for
+**                           files opened read-only for the query
+**    ha_state               replication: a master's listen address, slaves
+**                           and how many reported; a slave's state and
+**                           master; NULL without replication
+**    ha_last_error          why the last slave was refused or dropped
+**                           (master; e.g. a report beyond its end), or why
+**                           the slave's last connection ended; NULL if none
+**    ha_slaves              slaves connected to this master now
+**    ha_push2slave_offset   the largest offset a slave acknowledged
+**                           (push2SlaveMaxOffset), -1 when none did
 **
 ** How it works: xFilter computes every row once, from rmq_store_stats
 ** (which walks dir for the file sizes, symbolic links not followed); idxNum
@@ -68,7 +79,7 @@
 
 enum { COL_NAME, COL_VALUE, COL_DIR };
 
-#define MAX_ROWS 32
+#define MAX_ROWS 40
 
 typedef struct st_row {
   const char *name;
@@ -146,6 +157,11 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   ok = ok && add_text(c, "poison_reason", st.poisoned ? st.poison_reason : NULL);
   add_int(c, "schedule_delivered", st.schedule_delivered);
   ok = ok && add_text(c, "delay_offsets", st.delay_offsets);
+  ok = ok && add_text(c, "role", st.role);
+  ok = ok && add_text(c, "ha_state", st.ha_state[0] ? st.ha_state : NULL);
+  ok = ok && add_text(c, "ha_last_error", st.ha_last_error[0] ? st.ha_last_error : NULL);
+  add_int(c, "ha_slaves", st.ha_slaves);
+  add_int(c, "ha_push2slave_offset", st.ha_push2slave_offset);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 
