@@ -159,7 +159,7 @@ static bool take_records(rmq_ha_client *c, char *why, size_t cap) {
   if (!why[0] && !err.code) append_run(c, run, pos, base + (int64_t)run, store_time, &err);
   if (err.code) snprintf(why, cap, "cannot append what master %s sent: %.200s", c->master, err.msg);
   if (why[0]) return false;
-  memmove(c->pending, c->pending + pos, c->pending_len - pos);
+  if (pos > 0) memmove(c->pending, c->pending + pos, c->pending_len - pos);
   c->pending_len -= pos;
   return true;
 }
@@ -235,7 +235,7 @@ static bool on_bytes(rmq_ha_client *c, const uint8_t *p, size_t n, char *why, si
       snprintf(why, cap, "out of memory for a frame from master %s", c->master);
       return false;
     }
-    memcpy(c->pending + c->pending_len, p, k);
+    if (k > 0) memcpy(c->pending + c->pending_len, p, k);
     c->pending_len += k;
     c->frame_left -= (int32_t)k;
     p += k;

@@ -33,7 +33,8 @@ struct rmq_ha_service {
   pthread_t accept_tid;
   bool accept_started;
   atomic_bool stopping;
-  atomic_int sleepers; /* senders waiting for data: an append wakes them */
+  atomic_int sleepers;      /* senders waiting for data: an append wakes them */
+  _Atomic uint64_t appends; /* counts the appends, for a sender about to sleep */
   char address[RMQ_HA_ADDRESS_MAX];
   pthread_mutex_t mu; /* guards the list, the acks and last_error */
   pthread_cond_t acked;
@@ -196,17 +197,18 @@ static int wait_ms(ha_conn *c, int64_t now) {
 }
 
 /*
-** Sleep until the slave writes, an append wakes us or a timer is due. The
-** sleeping flag is set before the log's end is read again (a fence on both
-** sides), so an append in between is never slept through.
+** Sleep until the slave writes, an append wakes us or a timer is due. seen:
+** the append count read before the log's end was. The sleeper is counted
+** before the count is read again and an append counts itself before it
+** looks for sleepers (all sequentially consistent), so one of the two sees
+** the other: an append in between is never slept through.
 */
-static void sleep_for_data(ha_conn *c) {
+static void sleep_for_data(ha_conn *c, uint64_t seen) {
   rmq_ha_service *ha = c->ha;
   atomic_store(&c->sleeping, true);
   atomic_fetch_add(&ha->sleepers, 1);
-  atomic_thread_fence(memory_order_seq_cst);
   int timeout = wait_ms(c, rmq_monotonic_ms());
-  if (c->next_transfer >= 0 && rmq_commitlog_max_offset(ha->cl) > c->next_transfer) timeout = 0;
+  if (atomic_load(&ha->appends) != seen) timeout = 0;
   struct pollfd pfd[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake_fd, .events = POLLIN}};
   poll(pfd, 2, timeout);
   atomic_fetch_sub(&ha->sleepers, 1);
@@ -218,6 +220,7 @@ static void sleep_for_data(ha_conn *c) {
 /* One turn: reports, a frame or a heartbeat, the housekeeping check, a sleep when idle. */
 static bool conn_step(ha_conn *c, char *why, size_t cap) {
   if (!read_reports(c, why, cap)) return false;
+  uint64_t seen = atomic_load(&c->ha->appends);
   bool sent;
   if (!transfer(c, &sent, why, cap)) return false;
   if (sent) return true;
@@ -234,7 +237,7 @@ static bool conn_step(ha_conn *c, char *why, size_t cap) {
     }
     return true;
   }
-  sleep_for_data(c);
+  sleep_for_data(c, seen);
   return true;
 }
 
@@ -410,7 +413,7 @@ void rmq_ha_service_stop(rmq_ha_service *ha) {
 
 void rmq_ha_service_wakeup(void *ctx) {
   rmq_ha_service *ha = ctx;
-  atomic_thread_fence(memory_order_seq_cst);
+  atomic_fetch_add(&ha->appends, 1);
   if (atomic_load(&ha->sleepers) == 0) return;
   uint64_t one = 1;
   pthread_mutex_lock(&ha->mu);
