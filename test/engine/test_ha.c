@@ -178,7 +178,10 @@ static void test_async(void) {
   rmq_store *s = m ? open_slave(sd, rmq_store_ha_address(m)) : NULL;
   if (s) {
     CHECK(wait_connected(m));
-    CHECK_EQ_INT(put_range(m, 0, 300), 0);
+    CHECK_EQ_INT(put_range(m, 0, 4), 0);
+    /* A long poll on the slave wakes as replicated data is dispatched. */
+    CHECK(rmq_store_wait_queue(s, TOPIC, 3, 0, rmq_monotonic_ms() + 5000));
+    CHECK_EQ_INT(put_range(m, 4, 300), 0);
     CHECK(wait_offset(s, max_offset(m), 10000));
     CHECK_EQ_INT(max_offset(s), max_offset(m));
     CHECK_EQ_INT(min_offset(s), 0);
@@ -293,9 +296,18 @@ static void test_sync_master(void) {
   CHECK(strstr(err.msg, "written locally") != NULL);
   CHECK(max_offset(m) > 0); /* written all the same, as RocketMQ does */
 
-  /* A peer that reports once and then never again: the put times out. */
+  /* A peer connected but silent is no slave yet: it does not count until it reports. */
   int fd = peer_connect(rmq_store_ha_address(m));
   CHECK(fd >= 0);
+  for (int i = 0; i < 100 && rows_of(m).n == 0; i++) usleep(10000);
+  CHECK_EQ_STR(rows_of(m).state, "handshake");
+  rmq_err_clear(&err);
+  t0 = rmq_monotonic_ms();
+  CHECK_EQ_INT(rmq_store_put(m, tu_message(&t, TOPIC, 0, "h", 1, NULL), 1, NULL, &err),
+               RMQ_ENOSLAVE);
+  CHECK(rmq_monotonic_ms() - t0 < 200);
+
+  /* Once it reported and then never again: the put times out. */
   peer_report(fd, max_offset(m));
   for (int i = 0; i < 100 && strcmp(rows_of(m).state, "connected") != 0; i++) usleep(10000);
   rmq_err_clear(&err);
@@ -324,6 +336,94 @@ static void test_sync_master(void) {
   rmq_store_close(s);
   rmq_store_close(m);
   tu_rmrf(md);
+  tu_rmrf(sd);
+}
+
+/*
+** The master's timers: a heartbeat (offset, 0) after ha_heartbeat_ms with
+** nothing to send, and the connection closed after ha_housekeeping_ms
+** without a report.
+*/
+static void test_master_timers(void) {
+  char md[64];
+  tu_tmpdir(md, sizeof md);
+  rmq_store *m = open_master(md, RMQ_ROLE_MASTER, "127.0.0.1:0");
+  if (!m) return;
+  CHECK_EQ_INT(put_range(m, 0, 5), 0);
+  int fd = peer_connect(rmq_store_ha_address(m));
+  CHECK(fd >= 0);
+  peer_report(fd, max_offset(m));
+  uint8_t h[RMQ_HA_HEADER_SIZE];
+  int64_t t0 = rmq_monotonic_ms();
+  CHECK_EQ_INT(recv(fd, h, sizeof h, MSG_WAITALL), RMQ_HA_HEADER_SIZE);
+  int64_t offset;
+  int32_t size;
+  rmq_ha_header_decode(h, &offset, &size);
+  CHECK_EQ_INT(offset, max_offset(m));
+  CHECK_EQ_INT(size, 0);
+  CHECK(rmq_monotonic_ms() - t0 >= 50);
+  /* Silent past housekeeping (2 s here): closed, and the reason kept. */
+  t0 = rmq_monotonic_ms();
+  CHECK(peer_closed(fd, 5000));
+  CHECK(rmq_monotonic_ms() - t0 >= 1500);
+  close(fd);
+  rmq_stats st;
+  rmq_err err = {0};
+  for (int i = 0; i < 100; i++) {
+    rmq_store_stats(m, &st, &err);
+    if (st.ha_last_error[0]) break;
+    usleep(10000);
+  }
+  CHECK(strstr(st.ha_last_error, "haHousekeepingInterval") != NULL);
+  rmq_store_close(m);
+  tu_rmrf(md);
+}
+
+/*
+** The slave's side: a master that cannot be reached is a state with its
+** reason, retried; one that accepts and stays silent is dropped after
+** ha_housekeeping_ms; the first report goes out at once, then one each
+** ha_heartbeat_ms.
+*/
+static void test_slave_timers(void) {
+  char sd[64], address[64];
+  tu_tmpdir(sd, sizeof sd);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, len) == 0 &&
+        getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
+  snprintf(address, sizeof address, "127.0.0.1:%d", ntohs(sa.sin_port));
+  rmq_store *s = open_slave(sd, address); /* bound, not listening: refused */
+  ha_rows r = {0};
+  for (int i = 0; s && i < 200; i++) {
+    r = rows_of(s);
+    if (strcmp(r.state, "retrying") == 0) break;
+    usleep(10000);
+  }
+  CHECK_EQ_STR(r.state, "retrying");
+  CHECK(strstr(r.last_error, "cannot connect") != NULL);
+  CHECK_EQ_INT(listen(lfd, 4), 0);
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  int fd = poll(&p, 1, 3000) == 1 ? accept(lfd, NULL, NULL) : -1;
+  CHECK(fd >= 0);
+  uint8_t rep[8];
+  int64_t t0 = rmq_monotonic_ms();
+  CHECK_EQ_INT(recv(fd, rep, sizeof rep, MSG_WAITALL), 8);
+  CHECK(rmq_monotonic_ms() - t0 < 1000);
+  CHECK_EQ_INT(rmq_ha_report_decode(rep), 0);
+  CHECK_EQ_INT(recv(fd, rep, sizeof rep, MSG_WAITALL), 8); /* the idle report */
+  CHECK(peer_closed(fd, 5000));
+  CHECK(rmq_monotonic_ms() - t0 >= 1500);
+  for (int i = 0; i < 100; i++) {
+    r = rows_of(s);
+    if (strstr(r.last_error, "haHousekeepingInterval")) break;
+    usleep(10000);
+  }
+  CHECK(strstr(r.last_error, "haHousekeepingInterval") != NULL);
+  close(fd);
+  close(lfd);
+  rmq_store_close(s);
   tu_rmrf(sd);
 }
 
@@ -497,6 +597,8 @@ int main(void) {
   test_async();
   test_late_slave();
   test_sync_master();
+  test_master_timers();
+  test_slave_timers();
   test_beyond_end();
   test_diverged();
   test_reconnect();
