@@ -83,10 +83,29 @@ static void acked(rmq_ha_service *ha, ha_conn *c, int64_t offset) {
 }
 
 /*
+** Does a record (or a segment's BLANK) start at offset? Its PHYSICALOFFSET
+** field says where the master wrote it: bytes from the middle of a record
+** almost never hold their own offset there. The end of the log and a
+** segment's start (a slave that starts empty) are starts too.
+*/
+static bool record_starts_at(rmq_commitlog *cl, int64_t offset, int64_t max) {
+  if (offset == max || offset % cl->cfg.file_size == 0) return true;
+  rmq_commitlog_ref ref;
+  if (rmq_commitlog_get_data(cl, offset, &ref) != RMQ_OK) return false;
+  rmq_message m;
+  rmq_decode_status st = rmq_message_decode(ref.data, ref.avail, false, &m);
+  bool ok = st == RMQ_DECODE_BLANK || (st == RMQ_DECODE_OK && m.physical_offset == offset);
+  rmq_commitlog_ref_release(&ref);
+  return ok;
+}
+
+/*
 ** A report (ReadSocketService.processReadEvent): the first is where the
-** transfer starts. One beyond the master's end is refused: the slave's log
-** is longer than the master's, so it diverged; streaming to it would
-** send the middle of a record. false with why to drop the connection.
+** transfer starts. RocketMQ takes any first report at its word; ours must
+** be the end of the master's log or where a record of it starts, and no
+** report may pass the master's end: else the slave's log diverged from the
+** master's (a longer one, or other records), and streaming to it would send
+** the middle of a record. false with why to drop the connection.
 */
 static bool on_report(ha_conn *c, int64_t offset, char *why, size_t cap) {
   rmq_commitlog *cl = c->ha->cl;
@@ -96,6 +115,13 @@ static bool on_report(ha_conn *c, int64_t offset, char *why, size_t cap) {
              "slave %s reported offset %lld beyond the master's end %lld: its commit log "
              "diverged from the master's (longer); disconnected",
              c->address, (long long)offset, (long long)max);
+    return false;
+  }
+  if (c->next_transfer < 0 && !record_starts_at(cl, offset, max)) {
+    snprintf(why, cap,
+             "slave %s reported offset %lld, where no record of the master starts: its commit "
+             "log diverged from the master's; disconnected",
+             c->address, (long long)offset);
     return false;
   }
   if (c->next_transfer < 0) {

@@ -16,8 +16,10 @@
 ** what readers see; a heartbeat (offset, 0) after haSendHeartbeatInterval of
 ** silence; a slave not heard from for haHousekeepingInterval is dropped.
 ** Changed: a report beyond the master's end (a slave whose log is longer:
-** diverged) is refused at once, the first one included, and the reason kept
-** for stats; a connected slave counts for sync_master only once it reported.
+** diverged) is refused at once, the first one included, and so is a first
+** report where no record of the master starts (a slave whose log holds
+** other records), the reason kept for stats; a connected slave counts for
+** sync_master only once it reported.
 */
 #ifndef RMQ_HA_SERVICE_H
 #define RMQ_HA_SERVICE_H
