@@ -378,8 +378,9 @@ int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *
 ** stamps each one's queue offset, physical offset and store time as it
 ** copies them in (the spans stay reusable, so a batch that failed can be
 ** put again).
-** *first_offset: the first record's offset. Errors and flushing as
-** rmq_store_put.
+** *first_offset: the first record's offset; -1 when the batch was not
+** appended (an error after the append, a failed flush or wait for a slave,
+** leaves it set). Errors and flushing as rmq_store_put.
 */
 int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t cap,
                          rmq_err *err);
@@ -987,7 +988,9 @@ void rmq_batch_clear(rmq_batch *b);
 ** offset, -1 for an empty batch, which appends nothing. Errors are
 ** rmq_store_put_encoded's (RMQ_EINVAL naming commitlog_file_size for a
 ** batch larger than a segment, RMQ_EFULL, RMQ_EIO, RMQ_EPOISONED, ...) or
-** RMQ_ENOMEM; the batch is then intact and can be appended again.
+** RMQ_ENOMEM; the batch is then intact and can be appended again, unless
+** it was appended and only its sync flush or a sync_master's wait for a
+** slave failed (*first_offset >= 0): then it is cleared, being in the log.
 */
 int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err);
 /* Give the batch's memory back (NULL: nothing). */

@@ -759,7 +759,7 @@ typedef struct put_args {
   const rmq_span *spans;
   int nspans;
   int n;                 /* messages, or records in the spans */
-  int64_t *first_offset; /* spans: where the batch starts */
+  int64_t *first_offset; /* spans: where the batch starts, -1 when it was not appended */
 } put_args;
 
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
@@ -774,6 +774,7 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
   int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n, NULL,
                                                 a->first_offset, &end, err)
                     : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
+  if (rc != RMQ_OK && a->spans) *a->first_offset = -1;
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
   if (rc == RMQ_OK && s->cfg.flush_sync) rc = rmq_flush_wait(s->flush, end, err);
   /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
@@ -821,6 +822,7 @@ int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_
 int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int count,
                           int64_t *first_offset, rmq_err *err) {
   put_args a = {.spans = spans, .nspans = nspans, .n = count, .first_offset = first_offset};
+  *first_offset = -1;
   return timed_put(s, &a, err);
 }
 

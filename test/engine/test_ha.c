@@ -311,6 +311,16 @@ static void test_sync_master(void) {
   CHECK(strstr(err.msg, "written locally") != NULL);
   CHECK(max_offset(m) > 0); /* written all the same, as RocketMQ does */
 
+  /* A transaction's batch, appended but not replicated, is not kept for a second append. */
+  rmq_batch *b = rmq_batch_new(m);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_batch_add(b, tu_message(&t, TOPIC, 1, "batch", 5, NULL), &err), RMQ_OK);
+  int64_t first = -1, before = max_offset(m);
+  CHECK_EQ_INT(rmq_batch_append(b, &first, &err), RMQ_ENOSLAVE);
+  CHECK_EQ_INT(first, before);
+  CHECK_EQ_INT(rmq_batch_count(b), 0);
+  rmq_batch_free(b);
+
   /* A peer connected but silent is no slave yet: it does not count until it reports. */
   int fd = peer_connect(rmq_store_ha_address(m));
   CHECK(fd >= 0);
