@@ -13,7 +13,8 @@
 ** never meets a partial record, and bytes that are no record (a master
 ** whose log diverged from the slave's) drop the connection with the reason
 ** instead of wedging the dispatcher. A dropped connection is retried once
-** a heartbeat interval has passed since the last attempt began.
+** a heartbeat interval has passed since the last attempt began. The thread
+** waits on its socket in poll(), with an eventfd that the stop writes.
 */
 #ifndef RMQ_HA_CLIENT_H
 #define RMQ_HA_CLIENT_H

@@ -6,7 +6,9 @@
 ** thread of its own that both reads its reports and sends it frames, with
 ** poll() on its socket and a wake-up eventfd: a thread per slave keeps a
 ** slow slave from holding up the others without a state machine of partial
-** writes, and the number of slaves is small. RocketMQ's sender polls the
+** writes, and the number of slaves is small. These threads wait on
+** sockets, so they sleep in poll() with an eventfd to wake them, not in a
+** service thread's condition variable. RocketMQ's sender polls the
 ** log every 100 ms; ours is woken by each append (the commit log's appended
 ** hook), so an async slave lags by the link, not by a timer.
 **
