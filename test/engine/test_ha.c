@@ -10,6 +10,8 @@
 ** are checked.
 */
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -567,6 +569,113 @@ static void test_reconnect(void) {
   tu_rmrf(sd);
 }
 
+/*
+** A proxy between slave and master that forwards both ways and, when told,
+** cuts every connection after `cut_after` more bytes from the master (the
+** middle of a frame), as the golden transcripts' proxy did in scenario c.
+*/
+typedef struct proxy {
+  int listen_fd;
+  char address[64], upstream[64];
+  atomic_bool stop;
+  _Atomic int64_t cut_after; /* -1: forward everything */
+  atomic_int connections;
+  pthread_t tid;
+} proxy;
+
+/* Forward one connection until either side closes, the cut, or the stop. */
+static void proxy_pipe(proxy *px, int down) {
+  int up = peer_connect(px->upstream);
+  if (up < 0) return;
+  atomic_fetch_add(&px->connections, 1);
+  uint8_t buf[16384];
+  while (!atomic_load(&px->stop)) {
+    struct pollfd p[2] = {{.fd = down, .events = POLLIN}, {.fd = up, .events = POLLIN}};
+    if (poll(p, 2, 50) <= 0) continue;
+    if (p[0].revents) {
+      ssize_t n = recv(down, buf, sizeof buf, 0);
+      if (n <= 0 || send(up, buf, (size_t)n, MSG_NOSIGNAL) != n) break;
+    }
+    if (p[1].revents) {
+      ssize_t n = recv(up, buf, sizeof buf, 0);
+      int64_t cut = atomic_load(&px->cut_after);
+      if (n > 0 && cut >= 0 && n >= cut) {
+        send(down, buf, (size_t)cut, MSG_NOSIGNAL);
+        atomic_store(&px->cut_after, -1);
+        break;
+      }
+      if (n > 0 && cut > 0) atomic_store(&px->cut_after, cut - n);
+      if (n <= 0 || send(down, buf, (size_t)n, MSG_NOSIGNAL) != n) break;
+    }
+  }
+  close(up);
+}
+
+static void *proxy_run(void *arg) {
+  proxy *px = arg;
+  while (!atomic_load(&px->stop)) {
+    struct pollfd p = {.fd = px->listen_fd, .events = POLLIN};
+    if (poll(&p, 1, 50) <= 0) continue;
+    int down = accept(px->listen_fd, NULL, NULL);
+    if (down < 0) continue;
+    proxy_pipe(px, down);
+    close(down);
+  }
+  return NULL;
+}
+
+static bool proxy_start(proxy *px, const char *upstream) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  snprintf(px->upstream, sizeof px->upstream, "%s", upstream);
+  atomic_store(&px->cut_after, -1);
+  px->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (px->listen_fd < 0 || bind(px->listen_fd, (struct sockaddr *)&sa, len) != 0 ||
+      listen(px->listen_fd, 4) != 0 || getsockname(px->listen_fd, (struct sockaddr *)&sa, &len)) {
+    return false;
+  }
+  snprintf(px->address, sizeof px->address, "127.0.0.1:%d", ntohs(sa.sin_port));
+  return pthread_create(&px->tid, NULL, proxy_run, px) == 0;
+}
+
+static void proxy_stop(proxy *px) {
+  atomic_store(&px->stop, true);
+  pthread_join(px->tid, NULL);
+  close(px->listen_fd);
+}
+
+/*
+** The connection is cut in the middle of a frame while data flows: the
+** slave drops the part it holds, reconnects, reports its own end and the
+** master resumes from there; the logs end identical.
+*/
+static void test_cut_mid_frame(void) {
+  char md[64], sd[64];
+  tu_tmpdir(md, sizeof md);
+  tu_tmpdir(sd, sizeof sd);
+  rmq_store *m = open_master(md, RMQ_ROLE_MASTER, "127.0.0.1:0");
+  proxy px = {0};
+  bool up = m && proxy_start(&px, rmq_store_ha_address(m));
+  CHECK(up);
+  rmq_store *s = up ? open_slave(sd, px.address) : NULL;
+  if (s && wait_connected(m)) {
+    CHECK_EQ_INT(put_range(m, 0, 200), 0);
+    atomic_store(&px.cut_after, 5000);
+    CHECK_EQ_INT(put_range(m, 200, 600), 0);
+    for (int i = 0; i < 300 && atomic_load(&px.connections) < 2; i++) usleep(10000);
+    CHECK(atomic_load(&px.connections) >= 2);
+    CHECK(wait_offset(s, max_offset(m), 10000));
+    check_same_files(md, sd, 0, max_offset(m));
+    check_queues(m, s);
+    CHECK_EQ_INT(rmq_reput_skipped(rmq_store_reput(s)), 0);
+  }
+  rmq_store_close(s);
+  if (up) proxy_stop(&px);
+  rmq_store_close(m);
+  tu_rmrf(md);
+  tu_rmrf(sd);
+}
+
 static void check_bad_config(void (*set)(rmq_config *), const char *needle) {
   rmq_config cfg;
   ha_config(&cfg);
@@ -631,5 +740,6 @@ int main(void) {
   test_beyond_end();
   test_diverged();
   test_reconnect();
+  test_cut_mid_frame();
   return check_report();
 }
