@@ -260,8 +260,9 @@ static bool wait_fd(rmq_ha_client *c, int fd, short events, int ms, short *reven
 static bool connect_master(rmq_ha_client *c, char *why, size_t cap) {
   struct sockaddr_storage sa;
   socklen_t len;
-  if (rmq_ha_sockaddr(c->master, &sa, &len) != 0) {
-    snprintf(why, cap, "ha_master '%s' is not ip:port", c->master);
+  char resolve[200];
+  if (rmq_ha_sockaddr(c->master, &sa, &len, resolve, sizeof resolve) != 0) {
+    snprintf(why, cap, "cannot connect to master %s: %s", c->master, resolve);
     return false;
   }
   c->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

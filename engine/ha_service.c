@@ -366,8 +366,9 @@ static void *accept_run(void *arg) {
 static int listen_on(rmq_ha_service *ha, const char *address, rmq_err *err) {
   struct sockaddr_storage sa;
   socklen_t len;
-  if (rmq_ha_sockaddr(address, &sa, &len) != 0) {
-    return rmq_err_set(err, RMQ_EINVAL, "ha_listen: '%s' is not ip:port", address);
+  char why[200];
+  if (rmq_ha_sockaddr(address, &sa, &len, why, sizeof why) != 0) {
+    return rmq_err_set(err, RMQ_EIO, "ha_listen: cannot listen on %s: %s", address, why);
   }
   ha->listen_fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;

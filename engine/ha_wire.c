@@ -4,31 +4,61 @@
 #include "ha_wire.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 
-int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len) {
-  rmq_host h;
-  if (rmq_host_parse(address, &h) != 0) return -1;
-  memset(out, 0, sizeof *out);
-  if (h.v6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons((uint16_t)h.port);
-    memcpy(&a->sin6_addr, h.addr, 16);
-    *len = sizeof *a;
-  } else {
-    struct sockaddr_in *a = (struct sockaddr_in *)out;
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)h.port);
-    memcpy(&a->sin_addr, h.addr, 4);
-    *len = sizeof *a;
+int rmq_ha_split_address(const char *address, char *host, size_t cap, int *port) {
+  const char *colon = strrchr(address, ':'), *h = address, *h_end = colon;
+  if (address[0] == '[') {
+    h = address + 1;
+    h_end = strchr(h, ']');
+    if (!h_end || h_end[1] != ':') return -1;
+    colon = h_end + 1;
   }
+  size_t n = colon && h_end ? (size_t)(h_end - h) : 0;
+  if (n == 0 || n >= cap) return -1;
+  for (size_t i = 0; address[0] != '[' && i < n; i++) {
+    if (!isalnum((unsigned char)h[i]) && !strchr("._-", h[i])) return -1;
+  }
+  char *end;
+  errno = 0;
+  long p = strtol(colon + 1, &end, 10);
+  if (!isdigit((unsigned char)colon[1]) || *end || errno || p < 0 || p > 65535) return -1;
+  memcpy(host, h, n);
+  host[n] = '\0';
+  *port = (int)p;
+  return 0;
+}
+
+int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len, char *why,
+                    size_t cap) {
+  char host[256], port[16];
+  int p;
+  if (rmq_ha_split_address(address, host, sizeof host, &p) != 0) {
+    if (why) snprintf(why, cap, "'%s' is not host:port", address);
+    return -1;
+  }
+  snprintf(port, sizeof port, "%d", p);
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+  struct addrinfo *res = NULL;
+  int rc = getaddrinfo(host, port, &hints, &res);
+  if (rc != 0 || !res) {
+    if (why) snprintf(why, cap, "cannot resolve %s: %s", host, gai_strerror(rc));
+    return -1;
+  }
+  memset(out, 0, sizeof *out);
+  memcpy(out, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
   return 0;
 }
 

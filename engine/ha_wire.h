@@ -41,8 +41,18 @@ static inline void rmq_ha_header_decode(const uint8_t in[RMQ_HA_HEADER_SIZE], in
   *size = rmq_get32(in + 8);
 }
 
-/* The socket address of an "ip:port" string already checked by rmq_config_check; -1 if bad. */
-int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len);
+/*
+** Split "host:port" or "[v6]:port" into host (cap bytes) and port; host is
+** an IP address or a host name of [A-Za-z0-9._-]. -1 when malformed or the
+** port is not 0..65535.
+*/
+int rmq_ha_split_address(const char *address, char *host, size_t cap, int *port);
+/*
+** The socket address of "host:port" (the first that getaddrinfo gives for a
+** host name). -1 with why (cap bytes, may be NULL) when it cannot be had.
+*/
+int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len, char *why,
+                    size_t cap);
 /* "ip:port" of a socket address, into buf (RMQ_HA_ADDRESS_MAX bytes). */
 void rmq_ha_format_sockaddr(const struct sockaddr_storage *sa, char *buf, size_t cap);
 /* Send every byte (MSG_NOSIGNAL) of a blocking or non-blocking socket, waiting up to timeout_ms

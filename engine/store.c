@@ -39,6 +39,7 @@
 #include "flush.h"
 #include "ha_client.h"
 #include "ha_service.h"
+#include "ha_wire.h"
 #include "index_file.h"
 #include "io.h"
 #include "properties.h"
@@ -158,16 +159,17 @@ static int check_range(const char *name, long long v, long long lo, long long hi
   return rmq_err_set(err, RMQ_EINVAL, "%s: %lld is out of range (%lld..%lld)", name, v, lo, hi);
 }
 
-/* An "ip:port" address; a listener may ask for port 0 (any free port). */
+/* A "host:port" address; a listener may ask for port 0 (any free port). */
 static int check_address(const char *name, const char *v, int min_port, rmq_err *err) {
-  rmq_host h;
-  if (rmq_host_parse(v, &h) != 0) {
+  char host[RMQ_HA_ADDRESS_MAX];
+  int port;
+  if (rmq_ha_split_address(v, host, sizeof host, &port) != 0) {
     return rmq_err_set(err, RMQ_EINVAL,
-                       "%s: '%s' is not ip:port (e.g. 10.0.0.5:10912 or [2001:db8::5]:10912; "
-                       "ports 0..65535)",
+                       "%s: '%s' is not host:port (e.g. 10.0.0.5:10912, broker-a:10912 or "
+                       "[2001:db8::5]:10912; ports 0..65535)",
                        name, v);
   }
-  return check_range(name, h.port, min_port, 65535, err);
+  return check_range(name, port, min_port, 65535, err);
 }
 
 /* The replication settings (BrokerRole, haListenPort, haMasterAddress) agree with each other. */

@@ -231,8 +231,8 @@ static void test_async(void) {
 
 /*
 ** A slave that connects late starts at the master's last segment
-** (HAConnection's rule). This one flushes synchronously: what it
-** acknowledged is on its disk.
+** (HAConnection's rule). This one names its master by host name, and
+** flushes synchronously: what it acknowledged is on its disk.
 */
 static void test_late_slave(void) {
   char md[64], sd[64];
@@ -240,7 +240,10 @@ static void test_late_slave(void) {
   tu_tmpdir(sd, sizeof sd);
   rmq_store *m = open_master(md, RMQ_ROLE_MASTER, "127.0.0.1:0");
   if (m) CHECK_EQ_INT(put_range(m, 0, 500), 0);
-  rmq_store *s = m ? open_slave_flush(sd, rmq_store_ha_address(m), true) : NULL;
+  /* The master by host name. */
+  char by_name[64];
+  snprintf(by_name, sizeof by_name, "localhost%s", m ? strrchr(rmq_store_ha_address(m), ':') : "");
+  rmq_store *s = m ? open_slave_flush(sd, by_name, true) : NULL;
   if (s) {
     int64_t start = max_offset(m) - max_offset(m) % FILE_SIZE;
     CHECK(start > 0);
@@ -269,7 +272,7 @@ static void test_late_slave(void) {
 static int peer_connect(const char *address) {
   struct sockaddr_storage sa;
   socklen_t len;
-  if (rmq_ha_sockaddr(address, &sa, &len) != 0) return -1;
+  if (rmq_ha_sockaddr(address, &sa, &len, NULL, 0) != 0) return -1;
   int fd = socket(sa.ss_family, SOCK_STREAM, 0);
   if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) != 0) {
     close(fd);
@@ -688,7 +691,8 @@ static void check_bad_config(void (*set)(rmq_config *), const char *needle) {
 
 static void slave_without_master(rmq_config *c) { c->role = RMQ_ROLE_SLAVE; }
 static void master_with_master(rmq_config *c) { strcpy(c->ha_master, "127.0.0.1:10912"); }
-static void bad_address(rmq_config *c) { strcpy(c->ha_listen, "localhost:10912"); }
+static void bad_address(rmq_config *c) { strcpy(c->ha_listen, "10.0.0.5"); }
+static void bad_host(rmq_config *c) { strcpy(c->ha_listen, "broker a:10912"); }
 static void bad_port(rmq_config *c) { strcpy(c->ha_listen, "127.0.0.1:70000"); }
 static void slave_port_zero(rmq_config *c) {
   c->role = RMQ_ROLE_SLAVE;
@@ -700,6 +704,7 @@ static void test_config(void) {
   check_bad_config(slave_without_master, "ha_master");
   check_bad_config(master_with_master, "ha_master");
   check_bad_config(bad_address, "ha_listen");
+  check_bad_config(bad_host, "ha_listen");
   check_bad_config(bad_port, "ha_listen");
   check_bad_config(slave_port_zero, "ha_master");
   check_bad_config(sync_without_listen, "ha_listen");
