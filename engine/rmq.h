@@ -254,8 +254,8 @@ typedef struct rmq_config {
   int flush_interval_ms;              /* 500: FlushRealTimeService */
   int max_reconsume_times;            /* 16: retries before rmq_store_send_back goes to %DLQ% */
   rmq_role role;                      /* master */
-  char ha_listen[RMQ_HA_ADDRESS_MAX]; /* "ip:port" the master serves slaves on; "": none */
-  char ha_master[RMQ_HA_ADDRESS_MAX]; /* "ip:port" a slave replicates from */
+  char ha_listen[RMQ_HA_ADDRESS_MAX]; /* "host:port" the master serves slaves on; "": none */
+  char ha_master[RMQ_HA_ADDRESS_MAX]; /* "host:port" a slave replicates from */
   int ha_slave_timeout_ms;            /* 3000: a sync_master put's wait for a slave */
   int ha_heartbeat_ms;                /* 5000: haSendHeartbeatInterval, and a slave's retry */
   int ha_housekeeping_ms;             /* 20000: haHousekeepingInterval, a silent peer's limit */

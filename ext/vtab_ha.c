@@ -13,7 +13,7 @@
 ** Rows: on a master (ha_listen) one per connected slave, on a slave one for
 ** its master. Columns:
 **
-**    address          the slave's ip:port (master), the master's (slave)
+**    address          the slave's ip:port (master), ha_master (slave)
 **    role             'master', 'sync_master' or 'slave': the store's role
 **    state            master: 'connected' once the slave reported its
 **                     offset, 'handshake' before; slave: 'connecting',
