@@ -24,7 +24,7 @@
 
 struct rmq_ha_client {
   rmq_commitlog *cl;
-  char master[RMQ_HA_ADDRESS_MAX];
+  char master[RMQ_HA_ADDR];
   int heartbeat_ms, housekeeping_ms;
   rmq_ha_appended_fn appended;
   void *ctx;

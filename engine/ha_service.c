@@ -35,7 +35,7 @@ struct rmq_ha_service {
   atomic_bool stopping;
   atomic_int sleepers;      /* senders waiting for data: an append wakes them */
   _Atomic uint64_t appends; /* counts the appends, for a sender about to sleep */
-  char address[RMQ_HA_ADDRESS_MAX];
+  char address[RMQ_HA_ADDR];
   pthread_mutex_t mu; /* guards the list, the acks and last_error */
   pthread_cond_t acked;
   ha_conn *conns;
@@ -53,7 +53,7 @@ struct ha_conn {
   atomic_bool sleeping;
   atomic_bool done;
   _Atomic int64_t ack; /* slaveAckOffset; -1 before the first report */
-  char address[RMQ_HA_ADDRESS_MAX];
+  char address[RMQ_HA_ADDR];
   int64_t connected_since_ms;
   pthread_t tid;
   int64_t next_transfer; /* nextTransferFromWhere; -1 before the first report */

@@ -53,7 +53,7 @@ int rmq_ha_split_address(const char *address, char *host, size_t cap, int *port)
 */
 int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len, char *why,
                     size_t cap);
-/* "ip:port" of a socket address, into buf (RMQ_HA_ADDRESS_MAX bytes). */
+/* "ip:port" of a socket address, into buf (RMQ_HA_ADDR bytes). */
 void rmq_ha_format_sockaddr(const struct sockaddr_storage *sa, char *buf, size_t cap);
 /* Send every byte (MSG_NOSIGNAL) of a blocking or non-blocking socket, waiting up to timeout_ms
    in all; false when the peer is gone or too slow. */

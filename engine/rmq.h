@@ -226,39 +226,39 @@ int64_t rmq_monotonic_ms(void); /* monotonic clock, ms (deadlines) */
 
 /* BrokerRole: a master that does not wait for its slaves, one that does, a slave. */
 typedef enum rmq_role { RMQ_ROLE_MASTER, RMQ_ROLE_SYNC_MASTER, RMQ_ROLE_SLAVE } rmq_role;
-#define RMQ_HA_ADDRESS_MAX 64
+#define RMQ_HA_ADDR 64 /* bytes of a "host:port" setting, its NUL included */
 
 typedef struct rmq_config {
-  bool flush_sync;                    /* flush='sync': puts return once on disk */
-  int32_t commitlog_file_size;        /* 1073741824 */
-  int32_t consumequeue_entries;       /* 300000 (20-byte entries per file) */
-  int32_t index_slots;                /* 5000000 */
-  int32_t index_entries;              /* 20000000 */
-  int32_t max_message_size;           /* 4194304: limit on a body */
-  int default_queues;                 /* 4 */
-  char delay_levels[512];             /* "1s 5s ... 2h" */
-  int file_reserved_hours;            /* 72 */
-  char delete_when[64];               /* "04" */
-  int disk_max_used_ratio;            /* 75: above it, expired segments go at any hour */
-  int disk_clean_forcibly_ratio;      /* 85: above it, unexpired segments go too */
-  int disk_warning_ratio;             /* 90: above it, writes are refused (RMQ_EFULL) */
-  int clean_interval_ms;              /* 10000: CleanCommitLogService's period */
-  int clean_first_delay_ms;           /* 60000: before the first periodic pass */
-  int clean_grace_ms;                 /* 120000: a deleted file's wait for its readers */
-  bool readonly;                      /* read the files, take no lock, write nothing */
-  rmq_host store_host;                /* 127.0.0.1:10911, part of every msgId */
-  int sync_flush_timeout_ms;          /* 5000 */
-  int transient_store_pool;           /* write buffers; 0 = off (async flush only) */
-  bool warm_mapped_file;              /* pre-fault and mlock new CommitLog segments */
-  bool use_spin_lock;                 /* put lock: spin instead of a mutex */
-  int flush_interval_ms;              /* 500: FlushRealTimeService */
-  int max_reconsume_times;            /* 16: retries before rmq_store_send_back goes to %DLQ% */
-  rmq_role role;                      /* master */
-  char ha_listen[RMQ_HA_ADDRESS_MAX]; /* "host:port" the master serves slaves on; "": none */
-  char ha_master[RMQ_HA_ADDRESS_MAX]; /* "host:port" a slave replicates from */
-  int ha_slave_timeout_ms;            /* 3000: a sync_master put's wait for a slave */
-  int ha_heartbeat_ms;                /* 5000: haSendHeartbeatInterval, and a slave's retry */
-  int ha_housekeeping_ms;             /* 20000: haHousekeepingInterval, a silent peer's limit */
+  bool flush_sync;               /* flush='sync': puts return once on disk */
+  int32_t commitlog_file_size;   /* 1073741824 */
+  int32_t consumequeue_entries;  /* 300000 (20-byte entries per file) */
+  int32_t index_slots;           /* 5000000 */
+  int32_t index_entries;         /* 20000000 */
+  int32_t max_message_size;      /* 4194304: limit on a body */
+  int default_queues;            /* 4 */
+  char delay_levels[512];        /* "1s 5s ... 2h" */
+  int file_reserved_hours;       /* 72 */
+  char delete_when[64];          /* "04" */
+  int disk_max_used_ratio;       /* 75: above it, expired segments go at any hour */
+  int disk_clean_forcibly_ratio; /* 85: above it, unexpired segments go too */
+  int disk_warning_ratio;        /* 90: above it, writes are refused (RMQ_EFULL) */
+  int clean_interval_ms;         /* 10000: CleanCommitLogService's period */
+  int clean_first_delay_ms;      /* 60000: before the first periodic pass */
+  int clean_grace_ms;            /* 120000: a deleted file's wait for its readers */
+  bool readonly;                 /* read the files, take no lock, write nothing */
+  rmq_host store_host;           /* 127.0.0.1:10911, part of every msgId */
+  int sync_flush_timeout_ms;     /* 5000 */
+  int transient_store_pool;      /* write buffers; 0 = off (async flush only) */
+  bool warm_mapped_file;         /* pre-fault and mlock new CommitLog segments */
+  bool use_spin_lock;            /* put lock: spin instead of a mutex */
+  int flush_interval_ms;         /* 500: FlushRealTimeService */
+  int max_reconsume_times;       /* 16: retries before rmq_store_send_back goes to %DLQ% */
+  rmq_role role;                 /* master */
+  char ha_listen[RMQ_HA_ADDR];   /* "host:port" the master serves slaves on; "": none */
+  char ha_master[RMQ_HA_ADDR];   /* "host:port" a slave replicates from */
+  int ha_slave_timeout_ms;       /* 3000: a sync_master put's wait for a slave */
+  int ha_heartbeat_ms;           /* 5000: haSendHeartbeatInterval, and a slave's retry */
+  int ha_housekeeping_ms;        /* 20000: haHousekeepingInterval, a silent peer's limit */
 } rmq_config;
 
 /* RocketMQ's defaults. */
@@ -844,7 +844,7 @@ typedef struct rmq_ha_row {
 typedef int (*rmq_ha_fn)(void *ctx, const rmq_ha_row *row);
 /*
 ** The replication rows of s, none when it replicates nothing. A non-zero
-** return of fn stops the listing and is returned. RMQ_ENOMEM.
+** return of fn stops the listing and is returned; nothing else fails.
 */
 int rmq_store_ha(rmq_store *s, rmq_ha_fn fn, void *ctx, rmq_err *err);
 

@@ -161,7 +161,7 @@ static int check_range(const char *name, long long v, long long lo, long long hi
 
 /* A "host:port" address; a listener may ask for port 0 (any free port). */
 static int check_address(const char *name, const char *v, int min_port, rmq_err *err) {
-  char host[RMQ_HA_ADDRESS_MAX];
+  char host[RMQ_HA_ADDR];
   int port;
   if (rmq_ha_split_address(v, host, sizeof host, &port) != 0) {
     return rmq_err_set(err, RMQ_EINVAL,
