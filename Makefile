@@ -157,9 +157,9 @@ bench: all $(BENCHES)
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
-DEMO_SQL = quickstart consume consumer_group outbox joins admin broker_store delayed
+DEMO_SQL = quickstart consume consumer_group outbox joins admin broker_store delayed retention
 demo: all
-	@rm -rf build/demo-store build/delayed-store
+	@rm -rf build/demo-store build/delayed-store build/retention-store
 	@for f in $(DEMO_SQL); do \
 	  echo; echo "== sql/$$f.sql"; \
 	  sqlite3 -bail :memory: < sql/$$f.sql || exit 1; \

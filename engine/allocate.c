@@ -7,7 +7,8 @@
 ** is identified by its path, so asking twice for the same file (the writer's
 ** "next" becomes the following call's "this") never creates it twice.
 **
-** Between requests the same thread maps in staging chunks for transactions
+** Before each request it unlocks the warmed segment the writer left, if
+** any. Between requests the same thread maps in staging chunks for transactions
 ** being built (staging.h), then pre-faults the writer's segment a window
 ** ahead of its write position (an addition to RocketMQ, whose only remedy is
 ** warming whole files): page faults then happen off the append path.
@@ -33,6 +34,9 @@ typedef struct allocate_request {
   struct allocate_request *next;
 } allocate_request;
 
+/* MappedFile.warmMappedFile forces a warmed file every this many pages (sync flush). */
+#define FLUSH_LEAST_PAGES_WHEN_WARM 4096
+
 /* How far ahead of the writer pages are pre-faulted, and in what steps. */
 #define PREFAULT_AHEAD (64 << 20)
 #define PREFAULT_STEP (4 << 20)
@@ -40,12 +44,14 @@ typedef struct allocate_request {
 struct rmq_allocate_service {
   rmq_service_thread thread;
   bool warm;
+  bool flush_sync;
   rmq_transient_store_pool *pool;
   rmq_staging_pool *staging;
   pthread_mutex_t mu;
   pthread_cond_t done_cond;
   allocate_request *head;
   rmq_mapped_file *current; /* the writer's segment (held), pre-faulted ahead of it */
+  rmq_mapped_file *left;    /* a warmed segment the writer has left (held), to unlock */
   int32_t prefaulted;       /* bytes of current already pre-faulted; service thread only */
 };
 
@@ -103,7 +109,8 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
   rmq_err err = {0};
   if (rmq_mapped_file_open(r->path, r->from, r->size, true, true, &mf, &err) == RMQ_OK) {
     if (svc->pool) rmq_mapped_file_use_pool(mf, svc->pool);
-    if (svc->warm && rmq_mapped_file_warm(mf, true, &err) != RMQ_OK) {
+    int flush_pages = svc->flush_sync ? FLUSH_LEAST_PAGES_WHEN_WARM : 0;
+    if (svc->warm && rmq_mapped_file_warm(mf, true, flush_pages, &err) != RMQ_OK) {
       rmq_mapped_file_shutdown(mf, true);
       mf = NULL;
     }
@@ -156,10 +163,26 @@ static rmq_mapped_file *take_current(rmq_allocate_service *svc, rmq_mapped_file 
   return svc->current && rmq_mapped_file_hold(svc->current) ? svc->current : NULL;
 }
 
+/*
+** munlock the segment the writer left (CommitLog.putMessage's
+** unlockMappedFile after a roll), here rather than on the writer's thread:
+** unlocking a large segment walks all its pages.
+*/
+static void unlock_left(rmq_allocate_service *svc) {
+  pthread_mutex_lock(&svc->mu);
+  rmq_mapped_file *left = svc->left;
+  svc->left = NULL;
+  pthread_mutex_unlock(&svc->mu);
+  if (!left) return;
+  rmq_mapped_file_unlock(left);
+  rmq_mapped_file_release(left);
+}
+
 static void allocate_run(rmq_service_thread *st) {
   rmq_allocate_service *svc = st->arg;
   rmq_mapped_file *seen = NULL;
   while (!rmq_service_thread_stopped(st)) {
+    unlock_left(svc);
     pthread_mutex_lock(&svc->mu);
     allocate_request *r = pending_request(svc);
     pthread_mutex_unlock(&svc->mu);
@@ -191,23 +214,35 @@ void rmq_allocate_attach(rmq_allocate_service *svc, rmq_mapped_file_queue *q) {
   q->allocate_ctx = svc;
 }
 
+/* A warmed segment the writer left waits for the service thread to unlock it. */
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (!rmq_mapped_file_hold(mf)) return;
   pthread_mutex_lock(&svc->mu);
-  rmq_mapped_file *old = svc->current;
+  rmq_mapped_file *old = svc->current, *unlock_now = NULL;
   svc->current = mf;
+  if (svc->warm && old && old != mf) {
+    unlock_now = svc->left; /* two rolls before the thread ran: the older one here */
+    svc->left = old;
+    old = NULL;
+  }
   pthread_mutex_unlock(&svc->mu);
+  if (unlock_now) {
+    rmq_mapped_file_unlock(unlock_now);
+    rmq_mapped_file_release(unlock_now);
+  }
   if (old) rmq_mapped_file_release(old);
   rmq_service_thread_wakeup(&svc->thread);
 }
 
 void rmq_allocate_wakeup(rmq_allocate_service *svc) { rmq_service_thread_wakeup(&svc->thread); }
 
-rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool,
+rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
+                                               rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging) {
   rmq_allocate_service *svc = calloc(1, sizeof *svc);
   if (!svc) return NULL;
   svc->warm = warm;
+  svc->flush_sync = flush_sync;
   svc->pool = pool;
   svc->staging = staging;
   pthread_mutex_init(&svc->mu, NULL);
@@ -224,6 +259,7 @@ void rmq_allocate_service_free(rmq_allocate_service *svc) {
   if (!svc) return;
   rmq_service_thread_shutdown(&svc->thread);
   if (svc->current) rmq_mapped_file_release(svc->current);
+  if (svc->left) rmq_mapped_file_release(svc->left);
   while (svc->head) {
     allocate_request *r = svc->head;
     svc->head = r->next;

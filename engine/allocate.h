@@ -3,7 +3,8 @@
 **
 ** The CommitLog writer asks for segment N and, in the same call, for N+1 in
 ** the background, so that a roll normally finds its next file created (and
-** warmed when warm_mapped_file is set) already. The writer waits at most
+** warmed when warm_mapped_file is set) already; a warmed segment is locked in
+** memory while the writer writes it or waits for it, and unlocked after. The writer waits at most
 ** 5 s for its own file. Files pre-created but never claimed are deleted at
 ** shutdown, as RocketMQ does.
 */
@@ -22,7 +23,13 @@
 
 typedef struct rmq_allocate_service rmq_allocate_service;
 
-rmq_allocate_service *rmq_allocate_service_new(bool warm, rmq_transient_store_pool *pool,
+/*
+** warm: warm_mapped_file (each new segment warmed and mlocked, and unlocked
+** once the writer has left it); flush_sync: the warm forces its pages to disk
+** as it goes.
+*/
+rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
+                                               rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging);
 int rmq_allocate_service_start(rmq_allocate_service *svc, rmq_err *err);
 /* Stop the thread, delete unclaimed pre-created files, free. */

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 
 #include "clock.h"
+#include "io.h"
 #include "service_thread.h"
 
 struct rmq_clean_service {
@@ -53,15 +53,6 @@ typedef struct clean_plan {
   bool manual;     /* rmq_store_clean */
 } clean_plan;
 
-int rmq_disk_used_percent(const char *path) {
-  struct statvfs v;
-  if (statvfs(path, &v) != 0 || v.f_blocks == 0) return -1;
-  /* In blocks, not bytes: used * 100 cannot overflow. */
-  uint64_t used = v.f_blocks - v.f_bfree, room = used + v.f_bavail;
-  if (room == 0) return 0;
-  return (int)((used * 100 + room - 1) / room);
-}
-
 /* UtilAll.isItTimeToDo: is hour one of the ';'-separated hours of when? */
 static bool is_delete_hour(const char *when, int hour) {
   for (const char *p = when; *p;) {
@@ -80,7 +71,7 @@ static void make_plan(rmq_clean_service *cs, bool manual, clean_plan *p) {
   rmq_local_time((time_t)(p->now_ms / 1000), &tm);
   p->hour = tm.tm_hour;
   p->time_up = is_delete_hour(cfg->delete_when, p->hour);
-  p->percent = rmq_disk_used_percent(cs->cl->mfq.dir);
+  p->percent = rmq_io_disk_used_percent(cs->cl->mfq.dir);
   p->space_full = p->percent < 0 || p->percent > cfg->disk_max_used_ratio;
   p->at_once = p->percent > cfg->disk_clean_forcibly_ratio;
 }
@@ -280,7 +271,7 @@ static int run_pass(rmq_clean_service *cs, bool manual, int *deleted, rmq_err *e
   }
   rmq_retired_reap(cs->retired, cs->cfg->clean_grace_ms);
   /* What was deleted may have brought the disk below the warning level. */
-  if (*deleted > 0) set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
+  if (*deleted > 0) set_disk_full(cs, rmq_io_disk_used_percent(cs->cl->mfq.dir));
   atomic_fetch_add(&cs->runs, 1);
   atomic_fetch_add(&cs->files_deleted, *deleted);
   pthread_mutex_unlock(&cs->pass_mu);
@@ -323,7 +314,7 @@ rmq_clean_service *rmq_clean_service_new(const char *dir, const rmq_config *cfg,
 
 /* A store opened on a full disk refuses writes at once, not after the first pass. */
 int rmq_clean_service_start(rmq_clean_service *cs, rmq_err *err) {
-  set_disk_full(cs, rmq_disk_used_percent(cs->cl->mfq.dir));
+  set_disk_full(cs, rmq_io_disk_used_percent(cs->cl->mfq.dir));
   return rmq_service_thread_start(&cs->thread, err);
 }
 

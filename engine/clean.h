@@ -72,10 +72,4 @@ int rmq_clean_forecast(rmq_clean_service *cs, rmq_file_fn fn, void *ctx, rmq_err
 /* Passes run and files deleted since the start. */
 void rmq_clean_counts(rmq_clean_service *cs, int64_t *runs, int64_t *files_deleted);
 
-/*
-** UtilAll.getDiskPartitionSpaceUsedPercent, in whole percent: used = total -
-** free, ceil(used * 100 / (used + usable)); -1 when statvfs fails.
-*/
-int rmq_disk_used_percent(const char *path);
-
 #endif

@@ -258,6 +258,13 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
   rmq_mapped_file_advance(mf, mf->file_size - pos);
+  /*
+  ** Bytes reach the file in log order: the next segment may be written
+  ** without a buffer (the pool ran out), straight into the page cache, so
+  ** this one's buffered tail goes first. Else a crash could keep the later
+  ** records and lose earlier ones, which recovery must call damage.
+  */
+  if (mf->transient && rmq_mapped_file_commit(mf, 0, err) != RMQ_OK) return NULL;
   return rmq_mfq_last_or_create(&cl->mfq, 0, err);
 }
 
@@ -468,6 +475,23 @@ static int check_disk(rmq_commitlog *cl, rmq_err *err) {
                      cl->mfq.dir, percent, cl->cfg.disk_warning_ratio);
 }
 
+/*
+** Between two clean passes a fast writer could fill a small disk: it looks
+** at the disk itself every DISK_CHECK_BYTES it appends, and stops writes
+** above disk_warning_ratio at once. Only a clean pass lets them in again.
+*/
+#define DISK_CHECK_BYTES (1 << 20)
+
+static void recheck_disk(rmq_commitlog *cl, int64_t end) {
+  int64_t at = atomic_load_explicit(&cl->disk_check_at, memory_order_relaxed);
+  if (end < at ||
+      !atomic_compare_exchange_strong(&cl->disk_check_at, &at, end + DISK_CHECK_BYTES)) {
+    return;
+  }
+  int percent = rmq_io_disk_used_percent(cl->mfq.dir);
+  if (percent > cl->cfg.disk_warning_ratio) atomic_store(&cl->disk_full, percent);
+}
+
 /* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
 static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                          int64_t total, stamp_state *st, int64_t *first_offset, rmq_err *err) {
@@ -496,6 +520,9 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
+  recheck_disk(cl, *end_offset);
+  /* CommitLog.handleDiskFlush: the written bytes reach the file (and readers) soon after. */
+  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
   atomic_fetch_add(&cl->put_count, count);
   if (cl->appended) cl->appended(cl->appended_ctx);
   for (int i = 0; results && i < count; i++) {
@@ -519,7 +546,13 @@ static rmq_mapped_file *append_segment(rmq_commitlog *cl, int64_t offset, rmq_er
                 (long long)offset, (long long)end);
     return NULL;
   }
-  return rmq_mfq_last_or_create(&cl->mfq, offset, err);
+  /* As roll_segment: a full segment's buffered tail reaches the file before the next one. */
+  rmq_mapped_file *last = rmq_mfq_last(&cl->mfq);
+  int rc = last && last->transient && rmq_mapped_file_is_full(last)
+               ? rmq_mapped_file_commit(last, 0, err)
+               : RMQ_OK;
+  if (last) rmq_mapped_file_release(last);
+  return rc == RMQ_OK ? rmq_mfq_last_or_create(&cl->mfq, offset, err) : NULL;
 }
 
 static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
@@ -550,11 +583,16 @@ static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
 int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
                               int64_t store_timestamp, rmq_err *err) {
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
+  int rc = check_disk(cl, err);
+  if (rc != RMQ_OK) return rc;
   put_lock(cl);
-  int rc = locked_append_data(cl, offset, data, len, store_timestamp, err);
+  rc = locked_append_data(cl, offset, data, len, store_timestamp, err);
   put_unlock(cl);
-  if (rc == RMQ_OK && len > 0 && cl->appended) cl->appended(cl->appended_ctx);
-  return rc;
+  if (rc != RMQ_OK || len == 0) return rc;
+  recheck_disk(cl, offset + (int64_t)len);
+  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
+  if (cl->appended) cl->appended(cl->appended_ctx);
+  return RMQ_OK;
 }
 
 /* ------------------------------------------------------- put of messages */

@@ -56,9 +56,11 @@ typedef struct rmq_commitlog {
   atomic_bool poisoned;
   char poison_msg[256]; /* written once, before poisoned is set */
   atomic_int disk_full; /* 0, or the disk's used percent above disk_warning_ratio (clean.c) */
+  _Atomic int64_t disk_check_at;      /* the writer looks at the disk again past this offset */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
-  void (*appended)(void *ctx); /* told after each append, outside the lock (HA's sender) */
+  struct rmq_service_thread *put_wakeup; /* woken after each put (CommitRealTimeService), or NULL */
+  void (*appended)(void *ctx); /* told after each append and commit, outside the lock (HA) */
   void *appended_ctx;
 } rmq_commitlog;
 

@@ -42,6 +42,7 @@ void rmq_cl_iter_start(rmq_commitlog_iter *it, rmq_commitlog *cl, int64_t from, 
   it->from = from;
   it->to = to;
   it->flags = flags;
+  it->lost = -1;
   int64_t min = rmq_commitlog_min_offset(cl);
   enter_segment(it, from > min ? from - from % cl->mfq.file_size : min);
 }
@@ -51,8 +52,9 @@ void rmq_commitlog_iter_stop(rmq_commitlog_iter *it) {
   it->mf = NULL;
 }
 
-bool rmq_commitlog_iter_valid(const rmq_commitlog_iter *it) {
-  return it->mf == NULL || !rmq_mapped_file_revoked(it->mf);
+int64_t rmq_commitlog_iter_expired(const rmq_commitlog_iter *it) {
+  if (it->mf && rmq_mapped_file_revoked(it->mf)) return it->mf->file_from_offset;
+  return it->lost;
 }
 
 static bool all_zero(const uint8_t *p, size_t n) {
@@ -188,7 +190,9 @@ bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec) 
   it->started = true;
   while (it->mf) {
     /* Expiry took the segment from under a walk held past clean_grace_ms: go on after it. */
-    if ((it->pos >= it->limit && !end_is_record) || rmq_mapped_file_revoked(it->mf)) {
+    bool revoked = rmq_mapped_file_revoked(it->mf);
+    if (revoked && it->lost < 0) it->lost = it->mf->file_from_offset;
+    if ((it->pos >= it->limit && !end_is_record) || revoked) {
       next_segment(it);
       continue;
     }

@@ -26,7 +26,9 @@ struct rmq_flush_service {
   pthread_cond_t gc_done;
   group_commit_request *requests_write;
   group_commit_request *requests_read;
-  char io_error[512]; /* the failure that poisoned the log, for waiting producers */
+  char io_error[512];          /* the failure that poisoned the log, for waiting producers */
+  _Atomic int64_t flush_runs;  /* passes of the flush thread that forced something */
+  _Atomic int64_t commit_runs; /* passes of CommitRealTimeService that committed something */
 };
 
 /* Commit (pool mode) then flush until nothing moves: everything written is on disk. */
@@ -39,6 +41,8 @@ static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
     if (rc == RMQ_OK) rc = rmq_mfq_flush(&fs->cl->mfq, 0, &flushed, err);
     moved = committed || flushed;
   }
+  if (fs->cl->mfq.pool && fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
+  if (fs->cl->mfq.pool && fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
   return rc;
 }
 
@@ -70,12 +74,38 @@ static void flush_real_time_run(rmq_service_thread *st) {
       on_io_failure(fs, &err);
     } else {
       record_flush_time(fs);
+      if (moved) atomic_fetch_add(&fs->flush_runs, 1);
     }
   }
 }
 
 /* ----------------------------------------------------- CommitRealTime */
 
+/*
+** Commit everything written so far, segment after segment; then the flush
+** thread and the dispatcher are told, since readers see only committed bytes.
+** *moved: whether anything was committed.
+*/
+static int commit_written(rmq_flush_service *fs, bool *moved, rmq_err *err) {
+  bool step = true;
+  int rc = RMQ_OK;
+  *moved = false;
+  while (rc == RMQ_OK && step) {
+    rc = rmq_mfq_commit(&fs->cl->mfq, 0, &step, err);
+    *moved = *moved || step;
+  }
+  if (rc != RMQ_OK) {
+    on_io_failure(fs, err);
+  } else if (*moved) {
+    rmq_service_thread_wakeup(&fs->flush_thread);
+    if (fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
+    /* What readers see grew: the HA senders, which send only that, are told too. */
+    if (fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
+  }
+  return rc;
+}
+
+/* Woken by every put (rmq_commitlog.put_wakeup), else every commit_interval_ms. */
 static void commit_real_time_run(rmq_service_thread *st) {
   rmq_flush_service *fs = st->arg;
   while (!rmq_service_thread_stopped(st)) {
@@ -83,12 +113,15 @@ static void commit_real_time_run(rmq_service_thread *st) {
     rmq_err err = {0};
     bool moved;
     /* commitCommitLogThoroughInterval equals the interval: every pass commits all. */
-    if (rmq_mfq_commit(&fs->cl->mfq, 0, &moved, &err) != RMQ_OK) {
-      on_io_failure(fs, &err);
-    } else if (moved) {
-      rmq_service_thread_wakeup(&fs->flush_thread);
+    if (commit_written(fs, &moved, &err) == RMQ_OK && moved) {
+      atomic_fetch_add(&fs->commit_runs, 1);
     }
   }
+}
+
+int rmq_flush_commit(rmq_flush_service *fs, rmq_err *err) {
+  bool moved;
+  return fs->cl->mfq.pool ? commit_written(fs, &moved, err) : RMQ_OK;
 }
 
 /* ---------------------------------------------------- GroupCommit */
@@ -125,11 +158,13 @@ static void complete_requests(rmq_flush_service *fs, int rc) {
 ** span many when segments are small. With no request it still forces once.
 */
 static int flush_to(rmq_flush_service *fs, int64_t target, rmq_err *err) {
-  bool moved;
+  bool moved, any = false;
   int rc;
   do {
     rc = rmq_mfq_flush(&fs->cl->mfq, 0, &moved, err);
+    any = any || moved;
   } while (rc == RMQ_OK && moved && rmq_commitlog_flushed_offset(fs->cl) < target);
+  if (any) atomic_fetch_add(&fs->flush_runs, 1);
   return rc;
 }
 
@@ -229,6 +264,7 @@ rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
                           cfg->sync ? group_commit_run : flush_real_time_run, fs);
   if (cl->mfq.pool) {
     rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run, fs);
+    cl->put_wakeup = &fs->commit_thread;
   }
   return fs;
 }
@@ -250,8 +286,12 @@ int rmq_flush_all(rmq_flush_service *fs, int64_t *flushed_offset, rmq_err *err) 
   return rc;
 }
 
+int64_t rmq_flush_runs(rmq_flush_service *fs) { return atomic_load(&fs->flush_runs); }
+int64_t rmq_flush_commit_runs(rmq_flush_service *fs) { return atomic_load(&fs->commit_runs); }
+
 void rmq_flush_service_free(rmq_flush_service *fs) {
   if (!fs) return;
+  fs->cl->put_wakeup = NULL;
   rmq_service_thread_shutdown(&fs->commit_thread);
   rmq_service_thread_shutdown(&fs->flush_thread);
   rmq_err err = {0};
@@ -272,14 +312,29 @@ struct rmq_cq_flush_service {
   rmq_index_service *index;
   rmq_checkpoint *cp;
   rmq_service_thread thread;
-  pthread_mutex_t mu; /* one pass at a time: the thread or rmq_cq_flush_all */
+  pthread_mutex_t mu;   /* one pass at a time: the thread or rmq_cq_flush_all */
+  _Atomic int64_t runs; /* passes of the thread that forced a queue */
 };
 
+/* Flush every queue; *moved: whether one of them was forced. */
+static int flush_queues(rmq_cq_flush_service *fs, int least_pages, bool *moved, rmq_err *err) {
+  rmq_consume_queue **all;
+  int n;
+  int rc = rmq_cq_table_snapshot(fs->cqs, &all, &n, err);
+  for (int i = 0; rc == RMQ_OK && i < n; i++) {
+    int64_t before = atomic_load(&all[i]->mfq.flushed_where);
+    rc = rmq_cq_flush(all[i], least_pages, err);
+    *moved = *moved || atomic_load(&all[i]->mfq.flushed_where) != before;
+  }
+  free(all);
+  return rc;
+}
+
 /* DMS doFlush: a thorough pass records the logics time taken before the queues were forced. */
-static int cq_flush_pass(rmq_cq_flush_service *fs, bool thorough, rmq_err *err) {
+static int cq_flush_pass(rmq_cq_flush_service *fs, bool thorough, bool *moved, rmq_err *err) {
   pthread_mutex_lock(&fs->mu);
   int64_t logics = atomic_load(&fs->cp->logics_msg_timestamp);
-  int rc = rmq_cq_table_flush(fs->cqs, thorough ? 0 : CQ_FLUSH_LEAST_PAGES, err);
+  int rc = flush_queues(fs, thorough ? 0 : CQ_FLUSH_LEAST_PAGES, moved, err);
   if (rc == RMQ_OK && thorough && fs->index) rc = rmq_index_service_flush(fs->index, err);
   if (rc == RMQ_OK && thorough) {
     atomic_store(&fs->cp->logics_msg_timestamp, logics);
@@ -297,7 +352,11 @@ static void cq_flush_run(rmq_service_thread *st) {
     bool thorough = rmq_monotonic_ms() - last_thorough >= CQ_FLUSH_THOROUGH_INTERVAL_MS;
     if (thorough) last_thorough = rmq_monotonic_ms();
     rmq_err err = {0};
-    cq_flush_pass(fs, thorough, &err); /* a failure is retried next pass */
+    bool moved = false;
+    /* A failure is retried next pass. */
+    if (cq_flush_pass(fs, thorough, &moved, &err) == RMQ_OK && moved) {
+      atomic_fetch_add(&fs->runs, 1);
+    }
   }
 }
 
@@ -321,8 +380,11 @@ int rmq_cq_flush_service_start(rmq_cq_flush_service *fs, rmq_err *err) {
 }
 
 int rmq_cq_flush_all(rmq_cq_flush_service *fs, rmq_err *err) {
-  return cq_flush_pass(fs, true, err);
+  bool moved = false;
+  return cq_flush_pass(fs, true, &moved, err);
 }
+
+int64_t rmq_cq_flush_runs(rmq_cq_flush_service *fs) { return atomic_load(&fs->runs); }
 
 void rmq_cq_flush_service_free(rmq_cq_flush_service *fs) {
   if (!fs) return;

@@ -14,7 +14,10 @@
 **   a dangling request); an fsync failure fails every waiting request with
 **   RMQ_EIO and poisons the CommitLog.
 ** transient store pool: CommitRealTimeService copies written bytes from the
-**   write buffers into the files every 200 ms and wakes the flush service.
+**   write buffers into the files when a put wakes it (CommitLog.handleDiskFlush)
+**   and every 200 ms, then wakes the flush service and the dispatcher. Readers
+**   see committed bytes only; a reader that must see every acknowledged put
+**   commits first (rmq_flush_commit).
 ** consume queues: FlushConsumeQueueService flushes every queue
 **   with 2 dirty pages each second and everything (index files too) every
 **   60 s, then writes the checkpoint with the logics time taken before.
@@ -29,6 +32,7 @@
 #include "commitlog.h"
 #include "consume_queue.h"
 #include "index_file.h"
+#include "reput.h"
 
 typedef struct rmq_flush_config {
   bool sync;
@@ -37,6 +41,7 @@ typedef struct rmq_flush_config {
   int flush_least_pages;          /* 4 */
   int flush_thorough_interval_ms; /* 10000 */
   int commit_interval_ms;         /* 200, with a transient store pool */
+  rmq_reput_service *reput;       /* woken after a commit; NULL: none */
 } rmq_flush_config;
 
 typedef struct rmq_flush_service rmq_flush_service;
@@ -51,6 +56,15 @@ void rmq_flush_service_free(rmq_flush_service *fs);
 int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err);
 /* Commit and force everything written so far; *flushed_offset receives the result. */
 int rmq_flush_all(rmq_flush_service *fs, int64_t *flushed_offset, rmq_err *err);
+/*
+** Commit everything written so far into the files, from the caller's thread
+** (transient store pool; RMQ_OK at once without one), so that readers see
+** every acknowledged put. RMQ_EIO (and the log poisoned) when a write fails.
+*/
+int rmq_flush_commit(rmq_flush_service *fs, rmq_err *err);
+/* Passes of the flush thread that forced something; of CommitRealTimeService that committed. */
+int64_t rmq_flush_runs(rmq_flush_service *fs);
+int64_t rmq_flush_commit_runs(rmq_flush_service *fs);
 
 typedef struct rmq_cq_flush_service rmq_cq_flush_service;
 
@@ -61,5 +75,7 @@ int rmq_cq_flush_service_start(rmq_cq_flush_service *fs, rmq_err *err);
 int rmq_cq_flush_all(rmq_cq_flush_service *fs, rmq_err *err);
 /* Stop the thread after a last thorough pass; free. */
 void rmq_cq_flush_service_free(rmq_cq_flush_service *fs);
+/* Passes of the thread that forced a queue (rmq_cq_flush_all not counted). */
+int64_t rmq_cq_flush_runs(rmq_cq_flush_service *fs);
 
 #endif

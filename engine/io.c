@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <stdint.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,4 +131,13 @@ int rmq_io_fsync_dir(const char *dir) {
   close(fd);
   errno = e;
   return rc;
+}
+
+int rmq_io_disk_used_percent(const char *path) {
+  struct statvfs v;
+  if (statvfs(path, &v) != 0 || v.f_blocks == 0) return -1;
+  /* In blocks, not bytes: used * 100 cannot overflow. */
+  uint64_t used = v.f_blocks - v.f_bfree, room = used + v.f_bavail;
+  if (room == 0) return 0;
+  return (int)((used * 100 + room - 1) / room);
 }

@@ -40,6 +40,11 @@ void *rmq_io_mmap(int fd, size_t len, int writable);
 int rmq_io_unlink(const char *path);
 /* open + fsync + close of a directory, so that entries made or renamed in it persist. */
 int rmq_io_fsync_dir(const char *dir);
+/*
+** UtilAll.getDiskPartitionSpaceUsedPercent, in whole percent: used = total -
+** free, ceil(used * 100 / (used + usable)); -1 when statvfs fails.
+*/
+int rmq_io_disk_used_percent(const char *path);
 
 /*
 ** Fault injection for tests: the nth call (1 = the next one) of op from now

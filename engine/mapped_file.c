@@ -140,9 +140,16 @@ bool rmq_mapped_file_hold(rmq_mapped_file *mf) {
   return true;
 }
 
+static void retired_collect(rmq_retired_files *r, rmq_mapped_file *mf);
+
 void rmq_mapped_file_release(rmq_mapped_file *mf) {
-  if (atomic_fetch_sub_explicit(&mf->refcount, 1, memory_order_acq_rel) == 1) {
+  /* Read while this hold keeps mf alive: after the decrement the list may free it. */
+  rmq_retired_files *r = atomic_load(&mf->retired_in);
+  int before = atomic_fetch_sub_explicit(&mf->refcount, 1, memory_order_acq_rel);
+  if (before == 1) {
     mapped_file_free(mf);
+  } else if (before == 2 && r != NULL) {
+    retired_collect(r, mf); /* the last reader let go: only the list holds it */
   }
 }
 
@@ -173,8 +180,14 @@ void rmq_retired_init(rmq_retired_files *r) {
   pthread_mutex_init(&r->mu, NULL);
 }
 
+/* Let go of the list's hold (under r->mu): no release may come back to the list. */
+static void retired_drop(rmq_mapped_file *mf) {
+  atomic_store(&mf->retired_in, NULL);
+  rmq_mapped_file_release(mf);
+}
+
 void rmq_retired_destroy(rmq_retired_files *r) {
-  for (int i = 0; i < r->count; i++) rmq_mapped_file_release(r->items[i].mf);
+  for (int i = 0; i < r->count; i++) retired_drop(r->items[i].mf);
   free(r->items);
   pthread_mutex_destroy(&r->mu);
   memset(r, 0, sizeof *r);
@@ -191,19 +204,32 @@ static bool retired_push(rmq_retired_files *r, rmq_mapped_file *mf) {
   }
   if (!rmq_mapped_file_hold(mf)) return false;
   r->items[r->count++] = (rmq_retired_file){mf, rmq_monotonic_ms()};
+  atomic_store(&mf->retired_in, r);
   return true;
+}
+
+/* Take mf off the list and free it if only the list holds it; mf may be gone already. */
+static void retired_collect(rmq_retired_files *r, rmq_mapped_file *mf) {
+  pthread_mutex_lock(&r->mu);
+  for (int i = 0; i < r->count; i++) {
+    if (r->items[i].mf != mf) continue;
+    /* Found: the list's hold keeps it alive. */
+    if (atomic_load(&mf->refcount) == 1) {
+      r->items[i] = r->items[--r->count];
+      retired_drop(mf);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&r->mu);
 }
 
 void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf) {
   pthread_mutex_lock(&r->mu);
   /* Without room to watch it, the file is still unlinked at its last release. */
-  bool watched = retired_push(r, mf);
-  rmq_mapped_file_shutdown(mf, true);
-  if (watched && atomic_load(&mf->refcount) == 1) {
-    rmq_mapped_file_release(mf); /* no reader: unmapped and unlinked now */
-    r->count--;
-  }
+  retired_push(r, mf);
   pthread_mutex_unlock(&r->mu);
+  /* Drops the owner's hold; without readers that leaves the list's, which collects it now. */
+  rmq_mapped_file_shutdown(mf, true);
 }
 
 int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms) {
@@ -219,7 +245,7 @@ int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms) {
       continue;
     }
     if (!unread) rmq_mapped_file_revoke(f.mf);
-    rmq_mapped_file_release(f.mf);
+    retired_drop(f.mf);
   }
   r->count = kept;
   pthread_mutex_unlock(&r->mu);
@@ -296,7 +322,14 @@ static bool commit_range(rmq_mapped_file *mf, int32_t from, int32_t to) {
 }
 
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
-  if (!mf->transient) return RMQ_OK;
+  /*
+  ** MappedFile.commit: a file written without a buffer (the pool had none
+  ** left) is committed as written, or the queue's commit would stop at it.
+  */
+  if (!mf->transient) {
+    atomic_store_explicit(&mf->committed_position, rmq_mapped_file_wrote(mf), memory_order_release);
+    return RMQ_OK;
+  }
   int rc = RMQ_OK;
   pthread_mutex_lock(&mf->flush_mu);
   int32_t committed = atomic_load(&mf->committed_position);
@@ -314,18 +347,35 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   return rc;
 }
 
-int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, rmq_err *err) {
+/* MappedFile.warmMappedFile's force every flushLeastPagesWhenWarmMapedFile pages (sync flush). */
+static int warm_flush(rmq_mapped_file *mf, int32_t from, int32_t to, rmq_err *err) {
+  if (rmq_io_msync(mf->mapped + from, (size_t)(to - from)) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot flush %s bytes %d..%d while warming it: %s", mf->path,
+                     from, to, strerror(errno));
+}
+
+int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, int flush_pages, rmq_err *err) {
   if (!mf->writable) return RMQ_OK;
   /* The pages are written through the mapping: without blocks a full disk is SIGBUS. */
   int rc = rmq_mapped_file_reserve(mf, mf->file_size, err);
   if (rc != RMQ_OK) return rc;
   /* A write to each page makes the kernel allocate it now, not on the hot path. */
-  for (int32_t i = 0; i < mf->file_size; i += RMQ_OS_PAGE_SIZE) mf->mapped[i] = 0;
-  if (lock_memory) {
-    mlock(mf->mapped, (size_t)mf->file_size);
+  int32_t flushed = 0;
+  for (int32_t i = 0; rc == RMQ_OK && i < mf->file_size; i += RMQ_OS_PAGE_SIZE) {
+    mf->mapped[i] = 0;
+    /* A sync flush would otherwise meet a whole segment of dirty zeros at once. */
+    if (flush_pages > 0 && (i - flushed) / RMQ_OS_PAGE_SIZE >= flush_pages) {
+      rc = warm_flush(mf, flushed, i, err);
+      flushed = i;
+    }
   }
-  return RMQ_OK;
+  if (rc == RMQ_OK && flush_pages > 0) rc = warm_flush(mf, flushed, mf->file_size, err);
+  /* Best effort, as RocketMQ's: RLIMIT_MEMLOCK may forbid it. */
+  if (rc == RMQ_OK && lock_memory) mlock(mf->mapped, (size_t)mf->file_size);
+  return rc;
 }
+
+void rmq_mapped_file_unlock(rmq_mapped_file *mf) { munlock(mf->mapped, (size_t)mf->file_size); }
 
 int rmq_mapped_file_reserve(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
   return rmq_mapped_file_reserve_ahead(mf, upto, RMQ_RESERVE_STEP, err);

@@ -57,9 +57,10 @@ typedef struct rmq_mapped_file {
   atomic_int refcount;
   atomic_bool available;
   atomic_bool unlink_on_free;
-  atomic_bool revoked;              /* rmq_mapped_file_revoke: the mapping holds zeros now */
-  bool first_in_queue;              /* first file a consume queue ever created */
-  rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
+  atomic_bool revoked; /* rmq_mapped_file_revoke: the mapping holds zeros now */
+  struct rmq_retired_files *_Atomic retired_in; /* the list watching it once deleted */
+  bool first_in_queue;                          /* first file a consume queue ever created */
+  rmq_write_failed_fn write_failed;             /* from the queue; NULL: nobody to tell */
   void *write_failed_ctx;
   pthread_mutex_t flush_mu; /* one flush or commit of this file at a time */
 } rmq_mapped_file;
@@ -97,7 +98,8 @@ bool rmq_mapped_file_revoked(const rmq_mapped_file *mf);
 
 /*
 ** Deleted files that readers still hold (MappedFile.destroy): each one is
-** unlinked when its last reader lets go, or revoked once it was held longer
+** unmapped and unlinked when its last reader lets go (the release that
+** leaves only the list's hold takes it off the list), or revoked once it was held longer
 ** than a grace period after its deletion (ReferenceResource.shutdown with
 ** intervalForcibly). One list per store; thread-safe.
 */
@@ -221,8 +223,13 @@ bool rmq_mapped_file_all_zero(rmq_mapped_file *mf, int32_t from, int32_t to);
 void rmq_mapped_file_will_read(rmq_mapped_file *mf);
 /*
 ** Reserve the whole file's blocks, then touch every page so that appends do
-** not fault; mlock it too when asked. RMQ_EFULL or RMQ_EIO from the reserve.
+** not fault, forcing the touched pages to disk every flush_pages pages when
+** flush_pages > 0 (sync flush); mlock it too when asked, quietly doing
+** without when the kernel refuses. RMQ_EFULL or RMQ_EIO from the reserve,
+** RMQ_EIO from a flush.
 */
-int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, rmq_err *err);
+int rmq_mapped_file_warm(rmq_mapped_file *mf, bool lock_memory, int flush_pages, rmq_err *err);
+/* munlock the whole file: the writer has left it (MappedFile.munlock). */
+void rmq_mapped_file_unlock(rmq_mapped_file *mf);
 
 #endif

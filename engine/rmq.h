@@ -506,6 +506,7 @@ typedef struct rmq_commitlog_iter {
   bool next_segment; /* the last record ends its segment's data */
   bool last_damaged;
   int32_t last_size;
+  int64_t lost; /* -1, or a segment expiry took from under the walk: its records were skipped */
 } rmq_commitlog_iter;
 
 /*
@@ -523,8 +524,12 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
 bool rmq_commitlog_iter_next(rmq_commitlog_iter *it, rmq_commitlog_record *rec);
 /* Let go of the held segment; the iterator may be started again. */
 void rmq_commitlog_iter_stop(rmq_commitlog_iter *it);
-/* As rmq_commitlog_ref_valid, for the record the last Next returned. */
-bool rmq_commitlog_iter_valid(const rmq_commitlog_iter *it);
+/*
+** -1 while the walk is sound; else the start offset of a segment that expiry
+** took away from it (held longer than clean_grace_ms): the record the last
+** Next returned is zeros, or the walk skipped the rest of that segment.
+*/
+int64_t rmq_commitlog_iter_expired(const rmq_commitlog_iter *it);
 
 /* -------------------------------------------------------- consume queues */
 
@@ -604,10 +609,12 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
 /*
 ** Wait until the dispatcher has put everything appended before this call
 ** into the consume queues and index files, at most RMQ_DISPATCH_WAIT_MS,
-** so that a reader sees every message whose put returned before it started.
+** so that a reader sees every message whose put returned before it started;
+** with transient_store_pool it first commits what the write buffers hold.
 ** RMQ_OK at once for a read-only store (the files are what they are).
 ** RMQ_ETIMEOUT: the dispatcher did not get there in time. RMQ_EPOISONED:
-** dispatch stopped after a failed write (the message says why).
+** dispatch stopped after a failed write (the message says why). RMQ_EIO: the
+** commit failed (the store then refuses writes until it is reopened).
 */
 #define RMQ_DISPATCH_WAIT_MS 30000
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io.h"
 #include "store.h"
 
 /* Add up the apparent and the allocated sizes of the files under path (no links followed). */
@@ -57,7 +58,7 @@ static void dispatch_stats(rmq_store *s, rmq_stats *st) {
 
 static void retention_stats(rmq_store *s, rmq_stats *st) {
   rmq_commitlog *cl = rmq_store_commitlog(s);
-  int percent = rmq_disk_used_percent(cl->mfq.dir);
+  int percent = rmq_io_disk_used_percent(cl->mfq.dir);
   st->disk_used_ratio = percent < 0 ? -1 : percent / 100.0;
   st->disk_full = atomic_load(&cl->disk_full) != 0;
   rmq_clean_counts(rmq_store_clean_service(s), &st->clean_runs, &st->files_deleted);
@@ -93,6 +94,7 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   const char *report = rmq_store_delay_offset_report(s);
   st->delay_offsets = report[0] ? report : NULL;
   retention_stats(s, st);
+  rmq_store_service_runs(s, st);
   rmq_store_ha_stats(s, st);
   return RMQ_OK;
 }

@@ -552,7 +552,8 @@ static int start_services(rmq_store *s, rmq_err *err) {
   }
   s->staging = rmq_staging_pool_new(RMQ_STAGING_LINGER_MS);
   if (s->staging)
-    s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->pool, s->staging);
+    s->allocate = rmq_allocate_service_new(s->cfg.warm_mapped_file, s->cfg.flush_sync, s->pool,
+                                           s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   rmq_allocate_attach(s->allocate, q);
   rmq_flush_config fc = {
@@ -562,6 +563,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
       .flush_least_pages = 4,
       .flush_thorough_interval_ms = 10000,
       .commit_interval_ms = 200,
+      .reput = s->reput,
   };
   s->flush = rmq_flush_service_new(&s->commitlog, &s->checkpoint, &fc, err);
   if (!s->flush) return err->code;
@@ -896,6 +898,12 @@ int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err) {
   return rmq_clean_forecast(s->clean, fn, ctx, err);
 }
 
+void rmq_store_service_runs(rmq_store *s, rmq_stats *st) {
+  st->flush_runs = s->flush ? rmq_flush_runs(s->flush) : 0;
+  st->commit_runs = s->flush ? rmq_flush_commit_runs(s->flush) : 0;
+  st->cq_flush_runs = s->cq_flush ? rmq_cq_flush_runs(s->cq_flush) : 0;
+}
+
 /* ------------------------------------------------------------- queries */
 
 int rmq_store_read(rmq_store *s, int64_t offset, rmq_commitlog_ref *ref, rmq_message *out,
@@ -970,6 +978,9 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
+  /* With a transient store pool, what was acknowledged may still wait in a write buffer. */
+  int rc = rmq_flush_commit(s->flush, err);
+  if (rc != RMQ_OK) return rc;
   return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS, err);
 }
 

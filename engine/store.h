@@ -26,6 +26,8 @@ rmq_retired_files *rmq_store_retired(rmq_store *s);
 rmq_schedule_service *rmq_store_schedule(rmq_store *s);
 /* How the open found config/delayOffset.json: "" when it was sound or missing. */
 const char *rmq_store_delay_offset_report(rmq_store *s);
+/* The runs of the flush, commit and consume-queue flush services (rmq_stats). */
+void rmq_store_service_runs(rmq_store *s, rmq_stats *st);
 /*
 ** RMQ_EINVAL, naming the limit, when a path under dir would pass PATH_MAX (the longest name under
 ** a store is known: a consume-queue segment of a topic of the longest length).

@@ -50,6 +50,11 @@ static const arg_spec arg_specs[] = {
     {"delete_when", ARG_HOURS, offsetof(rmq_config, delete_when),
      sizeof(((rmq_config *)0)->delete_when)},
     INT_ARG(disk_max_used_ratio),
+    INT_ARG(disk_clean_forcibly_ratio),
+    INT_ARG(disk_warning_ratio),
+    INT_ARG(clean_interval_ms),
+    INT_ARG(clean_first_delay_ms),
+    INT_ARG(clean_grace_ms),
     {"readonly", ARG_BOOL, offsetof(rmq_config, readonly), 0},
     {"store_host", ARG_HOST, offsetof(rmq_config, store_host), 0},
     INT_ARG(sync_flush_timeout_ms),
@@ -61,6 +66,8 @@ static const arg_spec arg_specs[] = {
     TEXT_ARG(ha_master),
     INT_ARG(ha_slave_timeout_ms),
 };
+/* parse_one keeps one bit per argument in an unsigned, bits 30 and 31 its own. */
+_Static_assert(sizeof arg_specs / sizeof *arg_specs < 30, "too many arguments for `seen`");
 
 /*
 ** The value with the white space around it and its quotes removed, as a
@@ -168,6 +175,18 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
   return SQLITE_ERROR;
 }
 
+/* The error for an unknown key: it lists every argument there is. */
+static int unknown_arg(const char *key, char **errmsg) {
+  sqlite3_str *s = sqlite3_str_new(0);
+  sqlite3_str_appendf(s, "unknown argument '%s' (arguments: dir", key);
+  for (size_t i = 0; i < sizeof arg_specs / sizeof *arg_specs; i++) {
+    sqlite3_str_appendf(s, ", %s", arg_specs[i].name);
+  }
+  sqlite3_str_appendchar(s, 1, ')');
+  *errmsg = sqlite3_str_finish(s);
+  return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
 static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *seen, char **errmsg) {
   const char *eq = strchr(arg, '=');
   if (!eq) {
@@ -195,15 +214,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
   } else if (strcmp(k, "dir") == 0) {
     *dir = sqlite3_mprintf("%s", value);
   } else if (i == n) {
-    *errmsg = sqlite3_mprintf("unknown argument '%s' (arguments: dir, flush, "
-                              "commitlog_file_size, consumequeue_entries, index_slots, "
-                              "index_entries, max_message_size, default_queues, delay_levels, "
-                              "file_reserved_hours, delete_when, disk_max_used_ratio, readonly, "
-                              "store_host, sync_flush_timeout_ms, transient_store_pool, "
-                              "warm_mapped_file, max_reconsume_times, role, ha_listen, ha_master, "
-                              "ha_slave_timeout_ms)",
-                              k);
-    rc = SQLITE_ERROR;
+    rc = unknown_arg(k, errmsg);
   } else {
     rc = set_value(&arg_specs[i], value, cfg, errmsg);
   }

@@ -13,12 +13,17 @@
 **                              this process (open it with CREATE VIRTUAL
 **                              TABLE ... USING rocketmq(dir='DIR'))". An I/O
 **                              failure is an error with the engine's message.
-**    rocketmq_clean(dir)       run expiry now and return the number of files
-**                              deleted. Expiry (CleanCommitLogService and
-**                              CleanConsumeQueueService) is not built yet,
-**                              so this deletes nothing and returns 0; the
-**                              store must be open in this process, as for
-**                              rocketmq_flush.
+**    rocketmq_clean(dir)       run a clean pass now, at any hour (RocketMQ's
+**                              manual delete): CleanCommitLogService still
+**                              honours file_reserved_hours (and deletes
+**                              unexpired segments when the disk is above
+**                              disk_clean_forcibly_ratio), then
+**                              CleanConsumeQueueService and the index files;
+**                              returns the number of files deleted
+**                              (INTEGER). The store must be open for writing
+**                              in this process, as for rocketmq_flush; a
+**                              file that cannot be unlinked is an error
+**                              naming it.
 **    rocketmq_repair(dir)      move the damaged part of the store's commit
 **                              log aside, into dir/damaged/<UTC time>/:
 **                              from the first unsound record recovery finds
@@ -97,12 +102,18 @@ static void flush_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   rmq_store_release(s);
 }
 
-/* rocketmq_clean(dir): expiry is not built yet, so nothing is deleted. */
+/* rocketmq_clean(dir) */
 static void clean_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   rmq_store *s = open_store(ctx, "rocketmq_clean", argv[0]);
   if (s == NULL) return;
-  sqlite3_result_int(ctx, 0);
+  int deleted = 0;
+  rmq_err err = {0};
+  if (rmq_store_clean(s, &deleted, &err) == RMQ_OK) {
+    sqlite3_result_int(ctx, deleted);
+  } else {
+    rmqx_result_error(ctx, "rocketmq_clean: %s", err.msg);
+  }
   rmq_store_release(s);
 }
 

@@ -36,6 +36,7 @@ int rmqx_register_stats_table(sqlite3 *db);        /* vtab_stats.c: rocketmq_sta
 int rmqx_register_ha_table(sqlite3 *db);           /* vtab_ha.c: rocketmq_ha */
 int rmqx_register_verify_table(sqlite3 *db);       /* vtab_verify.c: rocketmq_verify */
 int rmqx_register_scheduled_table(sqlite3 *db);    /* vtab_scheduled.c: rocketmq_scheduled */
+int rmqx_register_files_table(sqlite3 *db);        /* vtab_files.c: rocketmq_files */
 /* vtab_consumer_offsets.c: rocketmq_consumer_offsets */
 int rmqx_register_consumer_offsets_table(sqlite3 *db);
 int rmqx_register_functions(sqlite3 *db); /* functions.c: rocketmq_flush, ... */
@@ -143,11 +144,12 @@ void rmqx_tvf_dir_close(rmqx_tvf_dir *d);
 /*
 ** xFilter of a table whose rows are a snapshot taken once: checks the
 ** arguments, opens the store of dir (after the dispatcher caught up, when
-** `dispatched`), calls fill(ctx, reader) and lets the store go.
+** `dispatched`), calls fill(ctx, reader) and lets the store go. dir is
+** argv[0] of the plans that have it.
 */
 typedef int (*rmqx_tvf_fill_fn)(void *ctx, rmqx_reader *r);
-int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, sqlite3_value *dir,
-                          bool dispatched, rmqx_tvf_fill_fn fill, void *ctx);
+int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, int argc,
+                          sqlite3_value **argv, bool dispatched, rmqx_tvf_fill_fn fill, void *ctx);
 
 /*
 ** row.c: a row INSERTed into the rocketmq table, checked and turned into

@@ -18,7 +18,8 @@
 ** and, through the other files of ext/: the store table rocketmq
 ** (vtab_store.c), the companion tables rocketmq_commitlog,
 ** rocketmq_consumequeue, rocketmq_index, rocketmq_queues, rocketmq_stats,
-** rocketmq_verify, rocketmq_scheduled and rocketmq_consumer_offsets (vtab_*.c),
+** rocketmq_verify, rocketmq_scheduled, rocketmq_consumer_offsets and
+** rocketmq_files (vtab_*.c),
 ** and rocketmq_flush, rocketmq_clean, rocketmq_repair, rocketmq_commit_offset,
 ** rocketmq_send_back and rocketmq_java_hash (functions.c).
 **
@@ -70,6 +71,7 @@ __attribute__((visibility("default"))) int sqlite3_rocketmq_init(sqlite3 *db, ch
   if (rc == SQLITE_OK) rc = rmqx_register_verify_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_scheduled_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_consumer_offsets_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_files_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_functions(db);
   return rc;
 }

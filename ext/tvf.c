@@ -203,10 +203,11 @@ int rmqx_tvf_dir_wait_dispatched(rmqx_tvf_dir *d, sqlite3_vtab *vt) {
   return rc;
 }
 
-int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, sqlite3_value *dir,
-                          bool dispatched, rmqx_tvf_fill_fn fill, void *ctx) {
+int rmqx_tvf_dir_snapshot(rmqx_tvf_dir *d, sqlite3_vtab *vt, int idx, int argc,
+                          sqlite3_value **argv, bool dispatched, rmqx_tvf_fill_fn fill, void *ctx) {
   int rc = rmqx_tvf_check_args(vt, idx);
-  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(d, vt, dir);
+  /* A plan without dir has no argv[0]: rmqx_tvf_check_args fails it before it is read. */
+  if (rc == SQLITE_OK) rc = rmqx_tvf_dir_open(d, vt, argc ? argv[0] : NULL);
   if (rc != SQLITE_OK) return rc;
   if (dispatched) rc = rmqx_tvf_dir_wait_dispatched(d, vt);
   if (rc == SQLITE_OK) rc = fill(ctx, &d->reader);

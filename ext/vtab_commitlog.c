@@ -66,7 +66,11 @@
 ** A store opened from the files is read to the end of each segment, which
 ** is how a damaged tail (a torn last record, stray bytes after the end)
 ** shows up; telling zeros from damage reads the unwritten rest of the last
-** segment once. Segments are held (reference counted) while read.
+** segment once. Segments are held (reference counted) while read: one that
+** expiry deletes meanwhile stays readable until the cursor lets go, or
+** until clean_grace_ms have passed, after which the cursor's next row or
+** column is an error ("the segment holding offset N was deleted by expiry
+** while this cursor held it").
 **
 ** Plans (xBestIndex). idxNum bits say which constraints were passed to
 ** xFilter, in this argv order:
@@ -159,9 +163,20 @@ static void clear_row(cl_cursor *c) {
   c->crc_ok = -1;
 }
 
-static void step(cl_cursor *c) {
+static const char expired_fmt[] = "rocketmq_commitlog: the segment holding offset %lld was "
+                                  "deleted by expiry while this cursor held it (longer than "
+                                  "clean_grace_ms)";
+
+/*
+** The next row. A segment that expiry took from this cursor reads as zeros
+** (rmq_commitlog_iter_expired): that is an error, never rows, nor an end.
+*/
+static int step(cl_cursor *c) {
   clear_row(c);
   c->eof = !rmq_commitlog_iter_next(&c->it, &c->rec);
+  int64_t expired = rmq_commitlog_iter_expired(&c->it);
+  if (expired < 0) return SQLITE_OK;
+  return rmqx_vtab_error(c->base.pVtab, expired_fmt, (long long)expired);
 }
 
 /* 1/0 for the body CRC, 2 when there is no body to check. */
@@ -229,14 +244,10 @@ static int cl_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   /* Without a writer in this process, each segment is read to its end. */
   unsigned flags = rmq_store_config(s)->readonly ? RMQ_CL_ITER_WHOLE_SEGMENTS : 0;
   rmq_commitlog_iter_start(&c->it, s, lo, hi == INT64_MAX ? hi : hi + 1, INT64_MIN, flags);
-  step(c);
-  return SQLITE_OK;
+  return step(c);
 }
 
-static int cl_next(sqlite3_vtab_cursor *cur) {
-  step((cl_cursor *)cur);
-  return SQLITE_OK;
-}
+static int cl_next(sqlite3_vtab_cursor *cur) { return step((cl_cursor *)cur); }
 
 static int cl_eof(sqlite3_vtab_cursor *cur) { return ((cl_cursor *)cur)->eof; }
 
@@ -318,6 +329,8 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
     default: header_column(c, ctx, col); break;
   }
+  int64_t expired = rmq_commitlog_iter_expired(&c->it);
+  if (expired >= 0) rmqx_result_error(ctx, expired_fmt, (long long)expired);
   return SQLITE_OK;
 }
 

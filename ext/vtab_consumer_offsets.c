@@ -122,10 +122,9 @@ static int snapshot(void *ctx, rmqx_reader *reader) {
 static int co_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
-  (void)argc;
   co_cursor *c = (co_cursor *)cur;
   clear_rows(c);
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], true, snapshot, c);
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc, argv, true, snapshot, c);
 }
 
 static int co_next(sqlite3_vtab_cursor *cur) {

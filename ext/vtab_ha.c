@@ -126,10 +126,9 @@ static int ha_close(sqlite3_vtab_cursor *cur) {
 static int ha_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
-  (void)argc;
   ha_cursor *c = (ha_cursor *)cur;
   clear_rows(c);
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], false, compute_rows, c);
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc, argv, false, compute_rows, c);
 }
 
 static int ha_next(sqlite3_vtab_cursor *cur) {

@@ -40,7 +40,10 @@
 ** and a snapshot of its header, without holding the index service's lock
 ** between rows (see rmq_store_index_view); the next file is the first
 ** whose name sorts after the current one, so files deleted meanwhile do
-** not disturb the walk.
+** not disturb the walk. A file that expiry deletes while the cursor reads
+** it stays readable until the cursor moves on, or until clean_grace_ms have
+** passed, after which the cursor's next row is an error ("the index file F
+** was deleted by expiry while this cursor held it").
 **
 ** Plans (xBestIndex). idxNum bits say which constraints were passed to
 ** xFilter, in this argv order:
@@ -117,13 +120,24 @@ static int32_t next_entry(ix_cursor *c) {
   return prev > 0 && prev < c->entry ? prev : 0;
 }
 
-/* Move to item k, or on to the next file's first item when k is 0. */
-static void seek(ix_cursor *c, int32_t k) {
+/*
+** Move to item k, or on to the next file's first item when k is 0. A file
+** that expiry took from this cursor reads as zeros (rmq_index_view_valid):
+** that is an error, never items.
+*/
+static int seek(ix_cursor *c, int32_t k) {
   while (c->in_file) {
     for (; k > 0; k = next_entry(c)) {
       c->entry = k;
-      if (!rmq_index_view_item(&c->view, k, &c->item)) break;
-      if (c->key == NULL || c->item.key_hash == c->hash) return;
+      bool got = rmq_index_view_item(&c->view, k, &c->item);
+      if (!rmq_index_view_valid(&c->view)) {
+        return rmqx_vtab_error(c->base.pVtab,
+                               IX_NAME ": the index file %s was deleted by expiry while this "
+                                       "cursor held it (longer than clean_grace_ms)",
+                               c->view.name);
+      }
+      if (!got) break;
+      if (c->key == NULL || c->item.key_hash == c->hash) return SQLITE_OK;
     }
     char name[sizeof c->view.name];
     snprintf(name, sizeof name, "%s", c->view.name);
@@ -131,6 +145,7 @@ static void seek(ix_cursor *c, int32_t k) {
     c->in_file = rmq_store_index_view(c->store, name, &c->view);
     if (c->in_file) k = first_entry(c);
   }
+  return SQLITE_OK;
 }
 
 /* ------------------------------------------------------------ the cursor */
@@ -186,15 +201,13 @@ static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
     return rmqx_vtab_error(cur->pVtab, "rocketmq_index: %s", err.msg);
   }
   c->in_file = rmq_store_index_view(c->store, NULL, &c->view);
-  if (c->in_file) seek(c, first_entry(c));
-  return SQLITE_OK;
+  return c->in_file ? seek(c, first_entry(c)) : SQLITE_OK;
 }
 
 static int ix_next(sqlite3_vtab_cursor *cur) {
   ix_cursor *c = (ix_cursor *)cur;
   c->rowid++;
-  seek(c, next_entry(c));
-  return SQLITE_OK;
+  return seek(c, next_entry(c));
 }
 
 static int ix_eof(sqlite3_vtab_cursor *cur) { return !((ix_cursor *)cur)->in_file; }

@@ -149,10 +149,9 @@ static int list_scheduled(void *ctx, rmqx_reader *r) {
 static int sc_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
-  (void)argc;
   sc_cursor *c = (sc_cursor *)cur;
   clear_rows(c);
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], true, list_scheduled, c);
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc, argv, true, list_scheduled, c);
 }
 
 static int sc_next(sqlite3_vtab_cursor *cur) {

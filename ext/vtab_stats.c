@@ -56,6 +56,27 @@
 **                           be used when the store was opened (its .bak was
 **                           read, or delivery started at each schedule
 **                           queue's start)
+**    disk_used_ratio        the used share of the disk holding the commit
+**                           log, 0 to 1 (REAL; -1 when it cannot be read)
+**    disk_full              1 while writes are refused because
+**                           disk_used_ratio is above disk_warning_ratio
+**                           (INSERT fails with SQLITE_FULL), else 0
+**    clean_runs             clean passes since the store was opened, the
+**                           periodic ones and rocketmq_clean()'s
+**    files_deleted          files those passes deleted
+**    files_awaiting_readers deleted files that a reader (a cursor) still
+**                           holds: their disk space is freed when it lets
+**                           go, or after clean_grace_ms
+**    flush_runs             passes of FlushRealTimeService (flush='async')
+**                           or GroupCommitService (flush='sync') that forced
+**                           commit-log bytes to disk, since the store was
+**                           opened (rocketmq_flush not counted); 0 when
+**                           opened read-only
+**    commit_runs            passes of CommitRealTimeService that copied
+**                           bytes from transient_store_pool buffers into
+**                           the commit log (0 without a pool)
+**    cq_flush_runs          passes of FlushConsumeQueueService (every
+**                           second) that forced a consume queue to disk
 **    role                   'master', 'sync_master' or 'slave'; NULL for
 **                           files opened read-only for the query
 **    ha_state               replication: a master's listen address, slaves
@@ -79,7 +100,7 @@
 
 enum { COL_NAME, COL_VALUE, COL_DIR };
 
-#define MAX_ROWS 40
+#define MAX_ROWS 48
 
 typedef struct st_row {
   const char *name;
@@ -157,6 +178,14 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   ok = ok && add_text(c, "poison_reason", st.poisoned ? st.poison_reason : NULL);
   add_int(c, "schedule_delivered", st.schedule_delivered);
   ok = ok && add_text(c, "delay_offsets", st.delay_offsets);
+  add_real(c, "disk_used_ratio", st.disk_used_ratio);
+  add_int(c, "disk_full", st.disk_full);
+  add_int(c, "clean_runs", st.clean_runs);
+  add_int(c, "files_deleted", st.files_deleted);
+  add_int(c, "files_awaiting_readers", st.files_awaiting_readers);
+  add_int(c, "flush_runs", st.flush_runs);
+  add_int(c, "commit_runs", st.commit_runs);
+  add_int(c, "cq_flush_runs", st.cq_flush_runs);
   ok = ok && add_text(c, "role", st.role);
   ok = ok && add_text(c, "ha_state", st.ha_state[0] ? st.ha_state : NULL);
   ok = ok && add_text(c, "ha_last_error", st.ha_last_error[0] ? st.ha_last_error : NULL);
@@ -188,10 +217,9 @@ static int st_close(sqlite3_vtab_cursor *cur) {
 static int st_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   (void)idx_str;
-  (void)argc;
   st_cursor *c = (st_cursor *)cur;
   clear_rows(c);
-  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argv[0], false, compute_rows, c);
+  return rmqx_tvf_dir_snapshot(&c->src, cur->pVtab, idx, argc, argv, false, compute_rows, c);
 }
 
 static int st_next(sqlite3_vtab_cursor *cur) {

@@ -35,9 +35,18 @@
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
 ** TO and a failed statement drop exactly their rows; DROP TABLE is refused
 ** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' the
-** append returns only once on disk. UPDATE and DELETE are refused: the log
-** is append-only. A readonly=1 table refuses INSERT even when this process
-** also has the store open for writing.
+** append returns only once on disk. UPDATE and DELETE are refused: messages
+** are immutable, and leave the store only when their commit-log segment
+** expires (CleanCommitLogService). A readonly=1 table refuses INSERT even
+** when this process also has the store open for writing. A full disk
+** (above disk_warning_ratio) fails INSERT, or COMMIT, with SQLITE_FULL.
+**
+** Expiry and readers. A cursor keeps reading a segment that expiry deletes
+** under it until it lets go; one that holds it longer than clean_grace_ms
+** gets an error for its row ("the segment holding offset N was deleted by
+** expiry while this cursor held it"), never the zeros that replace it. A
+** read by queue offset skips the entries whose records expired before the
+** queue's min offset moved past them, as RocketMQ's getMessage does.
 **
 ** SELECT plans (xBestIndex; idxNum holds one bit per constraint slot used,
 ** idxStr names the plan for EXPLAIN QUERY PLAN):
@@ -516,6 +525,7 @@ typedef struct store_cursor {
   rmq_cq_iter it;
   bool iterating;
   int64_t qoff_end; /* exclusive */
+  int64_t cl_min;   /* the commit log's min offset when an entry was last found expired */
   char *topic, *tags;
   int32_t queue_id;
   int64_t tags_code;
@@ -550,6 +560,7 @@ static void cursor_reset(store_cursor *c) {
   c->offsets = NULL;
   c->noffsets = c->ioffset = 0;
   c->cq = NULL;
+  c->cl_min = 0;
   c->deadline = 0;
   sqlite3_finalize(c->probe);
   c->probe = NULL;
@@ -563,13 +574,34 @@ static int store_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-/* Load the record at offset into the cursor; false when no valid record is there. */
-static bool load_record(store_cursor *c, int64_t offset) {
+/*
+** Load the record at offset into the cursor: RMQ_OK, RMQ_ENOTFOUND (no data
+** there: expired, or past the end) or RMQ_ECORRUPT.
+*/
+static int read_record(store_cursor *c, int64_t offset) {
   rmq_commitlog_ref_release(&c->ref);
   c->props_found = false;
   rmq_err err = {0};
-  return rmq_store_read(c->vt->store, offset, &c->ref, &c->m, &err) == RMQ_OK;
+  return rmq_store_read(c->vt->store, offset, &c->ref, &c->m, &err);
 }
+
+/* Load the record at offset into the cursor; false when no valid record is there. */
+static bool load_record(store_cursor *c, int64_t offset) {
+  return read_record(c, offset) == RMQ_OK;
+}
+
+/*
+** A cursor that held a deleted segment longer than clean_grace_ms reads
+** zeros there: its row is an error, never those bytes. -1 while sound, else
+** an offset in the segment taken away.
+*/
+static int64_t record_expired(const store_cursor *c) {
+  if (c->plan == PLAN_SCAN || c->plan == PLAN_RANGE) return rmq_commitlog_iter_expired(&c->walk);
+  return rmq_commitlog_ref_valid(&c->ref) ? -1 : c->m.physical_offset;
+}
+
+static const char expired_fmt[] = "the segment holding offset %lld was deleted by expiry while "
+                                  "this cursor held it (longer than clean_grace_ms)";
 
 /* ---- walks (offset range, scan) */
 
@@ -581,6 +613,7 @@ static int walk_next(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
   rmq_commitlog_record rec;
   while (rmq_commitlog_iter_next(&c->walk, &rec)) {
+    if (record_expired(c) >= 0) break;
     if (rec.kind == RMQ_RECORD_BLANK) continue;
     if (rec.kind == RMQ_RECORD_DAMAGED) {
       rmqx_vtab_error(&c->vt->base,
@@ -593,6 +626,8 @@ static int walk_next(store_cursor *c) {
     c->props_found = false;
     return SQLITE_OK;
   }
+  int64_t expired = record_expired(c);
+  if (expired >= 0) return rmqx_vtab_error(&c->vt->base, expired_fmt, (long long)expired);
   c->eof = true;
   return SQLITE_OK;
 }
@@ -651,6 +686,21 @@ static int wait_for_arrival(store_cursor *c, bool *grew) {
 }
 
 /*
+** Whether a consume-queue entry points below the commit log's first
+** segment: expiry deleted its record before CleanConsumeQueueService moved
+** the queue's min offset past it. The reader skips it, as RocketMQ's
+** getMessage does (MESSAGE_WAS_REMOVING).
+*/
+static bool expired(store_cursor *c, int64_t phy_offset) {
+  if (phy_offset < c->cl_min) return true;
+  rmq_stats st;
+  rmq_err err = {0};
+  if (rmq_store_stats(c->vt->store, &st, &err) != RMQ_OK) return false;
+  c->cl_min = st.commitlog_min_offset; /* the next entries of the segment need not ask */
+  return phy_offset < c->cl_min;
+}
+
+/*
 ** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
 ** matches, with its record. At the end of the queue, a query with wait_ms
 ** that found nothing yet waits for more.
@@ -666,7 +716,9 @@ static int cq_next(store_cursor *c) {
     if (c->iterating && c->it.offset < c->qoff_end && rmq_cq_iter_next(&c->it, &e)) {
       c->next_offset = c->it.offset;
       if (c->tags && e.tags_code != c->tags_code) continue;
-      if (load_record(c, e.phy_offset)) return c->found = true, SQLITE_OK;
+      int rc = read_record(c, e.phy_offset);
+      if (rc == RMQ_OK) return c->found = true, SQLITE_OK;
+      if (rc == RMQ_ENOTFOUND && expired(c, e.phy_offset)) continue;
       rmqx_vtab_error(&c->vt->base,
                       "consume queue %s/%d entry %lld points at commit log offset "
                       "%lld, where no valid record is",
@@ -957,6 +1009,8 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
       break;
     case COL_WAIT_MS: break;
   }
+  int64_t expired = record_expired(c);
+  if (expired >= 0) rmqx_result_error(ctx, expired_fmt, (long long)expired);
   return SQLITE_OK;
 }
 
@@ -1018,9 +1072,10 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   store_vtab *vt = (store_vtab *)base;
   if (argc == 1 || sqlite3_value_type(argv[0]) != SQLITE_NULL) {
     return rmqx_vtab_error(base, "%s",
-                           "rocketmq tables are append-only: the commit log is never "
-                           "rewritten, so UPDATE and DELETE are not supported "
-                           "(messages expire after file_reserved_hours)");
+                           "rocketmq tables are append-only: messages are immutable, so "
+                           "UPDATE and DELETE are not supported; a message leaves the store "
+                           "only when its commit-log file expires (file_reserved_hours, "
+                           "delete_when, disk_max_used_ratio; rocketmq_clean())");
   }
   int rc = store_ready(vt);
   if (rc != SQLITE_OK) return rc;

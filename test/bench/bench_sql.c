@@ -33,7 +33,8 @@
 **   4. Consume-queue reads: all of queue 0 in 32-row batches
 **      (queue_offset >= ? AND queue_offset < ?), of N 100 B messages.
 **   5. N/10 key look-ups of random keys (topic = ? AND key = ? vs keys = ?).
-** Every figure is the median of 3 runs (inserts: fresh temp dirs, removed
+** Env RMQ_BENCH_SQL_OPTIONS adds options to the flush='async' rocketmq tables
+** (e.g. 'transient_store_pool=2'). Every figure is the median of 3 runs (inserts: fresh temp dirs, removed
 ** after; row 3's latencies come from the run of median rows/s; reads: 3
 ** passes over one store per table). Every message has tags 'TagA', keys
 ** 'key<i>', queue i % 4 (the thread's own queue in row 3) and no user
@@ -254,8 +255,11 @@ static sqlite3 *table_connect(const table *tb, bool first) {
         fprintf(stderr, "bench_sql: cannot load %s (env RMQ_EXT): %s\n", ext_path, err);
         exit(1);
       }
-      sql = sqlite3_mprintf("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%q', flush='%s')", tb->dir,
-                            tb->flush);
+      const char *opts = getenv("RMQ_BENCH_SQL_OPTIONS");
+      bool async = strcmp(tb->flush, "async") == 0;
+      sql = sqlite3_mprintf("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%q', flush='%s'%s%s)",
+                            tb->dir, tb->flush, opts && async ? ", " : "",
+                            opts && async ? opts : "");
       exec(db, sql);
       break;
     }
