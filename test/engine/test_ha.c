@@ -679,6 +679,47 @@ static void test_cut_mid_frame(void) {
   tu_rmrf(sd);
 }
 
+/*
+** With transient_store_pool on both sides: the master sends what its commit
+** service made readable, woken by the commit (not by the 5 s heartbeat);
+** the slave's appends go through its own write buffers.
+*/
+static void test_transient_pool(void) {
+  char md[64], sd[64];
+  tu_tmpdir(md, sizeof md);
+  tu_tmpdir(sd, sizeof sd);
+  rmq_config cfg;
+  tu_small_config(&cfg, FILE_SIZE);
+  cfg.transient_store_pool = 2;
+  snprintf(cfg.ha_listen, sizeof cfg.ha_listen, "127.0.0.1:0");
+  rmq_store *m = tu_open(md, &cfg);
+  rmq_store *s = NULL;
+  if (m) {
+    rmq_config scfg;
+    tu_small_config(&scfg, FILE_SIZE);
+    scfg.transient_store_pool = 2;
+    scfg.role = RMQ_ROLE_SLAVE;
+    snprintf(scfg.ha_master, sizeof scfg.ha_master, "%s", rmq_store_ha_address(m));
+    s = tu_open(sd, &scfg);
+  }
+  if (s && wait_connected(m)) {
+    CHECK_EQ_INT(put_range(m, 0, 300), 0);
+    int64_t t0 = rmq_monotonic_ms();
+    rmq_err err = {0};
+    CHECK_EQ_INT(rmq_store_wait_dispatched(m, &err), RMQ_OK); /* commits the buffers */
+    CHECK(wait_offset(s, rmq_commitlog_max_offset(rmq_store_commitlog(m)), 3000));
+    CHECK(rmq_monotonic_ms() - t0 < 3000);
+    CHECK_EQ_INT(rmq_store_wait_dispatched(s, &err), RMQ_OK);
+    check_queues(m, s);
+  }
+  int64_t end = m ? max_offset(m) : 0;
+  rmq_store_close(s);
+  rmq_store_close(m);
+  if (end > 0) check_same_files(md, sd, 0, end);
+  tu_rmrf(md);
+  tu_rmrf(sd);
+}
+
 static void check_bad_config(void (*set)(rmq_config *), const char *needle) {
   rmq_config cfg;
   ha_config(&cfg);
@@ -746,5 +787,6 @@ int main(void) {
   test_diverged();
   test_reconnect();
   test_cut_mid_frame();
+  test_transient_pool();
   return check_report();
 }
