@@ -711,19 +711,21 @@ int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
 }
 
 /*
-** Retention stops first, then the CommitLog's last commit and flush (readers
-** see only committed bytes), then the dispatcher's last pass, then the
-** queues, the index and the checkpoint; deleted files still held go last.
+** A slave's client stops first (it appends), then retention, then the
+** CommitLog's last commit and flush (readers see only committed bytes), then
+** a master's HA service (appends and commits tell it), then the dispatcher's
+** last pass, then the queues, the index and the checkpoint; deleted files
+** still held go last.
 */
 void rmq_store_close(rmq_store *s) {
   if (!s) return;
   bool started = s->flush != NULL;
   rmq_ha_client_stop(s->ha_client);
-  rmq_ha_service_stop(s->ha);
-  s->commitlog.appended = NULL;
   rmq_clean_service_free(s->clean);
   rmq_schedule_free(s->schedule);
   rmq_flush_service_free(s->flush);
+  /* After every thread that appends or commits: they tell the HA senders. */
+  rmq_ha_service_stop(s->ha);
   rmq_reput_free(s->reput);
   rmq_tcm_free(s->topics);
   rmq_com_free(s->offsets);
