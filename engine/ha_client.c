@@ -19,7 +19,7 @@
 #include "ha_wire.h"
 #include "message.h"
 
-/* The master reads reports into a 1 MiB buffer; a slave reads frames in pieces of this size. */
+/* RocketMQ's slave reads into a 4 MiB buffer; ours reads frames in pieces of this size. */
 #define READ_BUFFER (256 << 10)
 
 struct rmq_ha_client {
