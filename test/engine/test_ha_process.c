@@ -15,6 +15,9 @@
 ** - A slave killed mid-stream and started again recovers its log and
 **   resumes from its own end: in the end its commit log is the master's,
 **   byte for byte, and so are its consume queues.
+**
+** RMQ_HA_KILLS=N runs both cases N times (default 1), each with a kill at a
+** random point (the seed is printed).
 */
 #include <signal.h>
 #include <sys/wait.h>
@@ -129,7 +132,7 @@ static bool acked_line(const char *line, long long *end) {
 }
 
 /* Every put a killed sync_master acknowledged is on the slave. */
-static void test_kill_sync_master(void) {
+static void test_kill_sync_master(int kill_after) {
   char md[64], sd[64], line[256], address[64] = "";
   tu_tmpdir(md, sizeof md);
   tu_tmpdir(sd, sizeof sd);
@@ -144,7 +147,7 @@ static void test_kill_sync_master(void) {
   rmq_store *s = tu_open(sd, &cfg);
   int acked = 0;
   long long last = 0, end;
-  while (s && acked < 300 && fgets(line, sizeof line, out)) {
+  while (s && acked < kill_after && fgets(line, sizeof line, out)) {
     if (acked_line(line, &end)) acked++, last = end;
   }
   kill_node(pid);
@@ -152,7 +155,7 @@ static void test_kill_sync_master(void) {
     if (acked_line(line, &end)) acked++, last = end;
   }
   fclose(out);
-  CHECK(acked >= 300);
+  CHECK(acked >= kill_after);
   if (s) {
     CHECK(rmq_commitlog_max_offset(rmq_store_commitlog(s)) >= last);
     rmq_err err = {0};
@@ -196,7 +199,7 @@ static void check_same_log(const char *a, const char *b, int64_t end) {
 }
 
 /* A slave killed mid-stream, started again: it recovers and resumes from its own end. */
-static void test_kill_slave(void) {
+static void test_kill_slave(int kill_at) {
   char md[64], sd[64], line[256];
   tu_tmpdir(md, sizeof md);
   tu_tmpdir(sd, sizeof sd);
@@ -213,7 +216,7 @@ static void test_kill_slave(void) {
   int64_t end = 0;
   for (int i = 0; i < 3000; i++) {
     CHECK_EQ_INT(put_one(m, i, 1024, &end), RMQ_OK);
-    if (i == 1500) kill_node(pid);
+    if (i == kill_at) kill_node(pid);
   }
   pid = start_node("slave", sd, rmq_store_ha_address(m), &out);
   CHECK(fgets(line, sizeof line, out) && strcmp(line, "ready\n") == 0);
@@ -243,7 +246,14 @@ static void test_kill_slave(void) {
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "master") == 0) return run_master(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "slave") == 0) return run_slave(argv[2], argv[3]);
-  test_kill_sync_master();
-  test_kill_slave();
+  const char *env = getenv("RMQ_HA_KILLS");
+  int rounds = env ? atoi(env) : 1;
+  unsigned seed = (unsigned)getpid() ^ (unsigned)rmq_now_ms();
+  fprintf(stderr, "test_ha_process: seed %u, %d round(s)\n", seed, rounds);
+  srand(seed);
+  for (int r = 0; r < rounds; r++) {
+    test_kill_sync_master(1 + rand() % 400);
+    test_kill_slave(rand() % 3000);
+  }
   return check_report();
 }
