@@ -533,15 +533,32 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
 
 /* ---------------------------------------------------------- slave append */
 
+/*
+** An empty log whose segments hold nothing (made ahead, or by a heartbeat
+** before a crash): they go, so that the log can start where its master's
+** data does.
+*/
+static void drop_empty_segments(rmq_commitlog *cl) {
+  rmq_mfq_truncate_dirty(&cl->mfq, -1);
+  atomic_store(&cl->mfq.flushed_where, 0);
+  atomic_store(&cl->mfq.committed_where, 0);
+}
+
 /* Under the put lock: the segment that ends where offset is, created when the log is empty. */
 static rmq_mapped_file *append_segment(rmq_commitlog *cl, int64_t offset, rmq_err *err) {
   int64_t end = rmq_mfq_max_wrote(&cl->mfq);
-  if (rmq_mfq_count(&cl->mfq) == 0 && offset % cl->cfg.file_size != 0) {
+  if (end == 0 && offset % cl->cfg.file_size != 0) {
     rmq_err_set(err, RMQ_EINVAL, "an empty commit log starts at a segment's start, not at %lld",
                 (long long)offset);
     return NULL;
   }
-  if (rmq_mfq_count(&cl->mfq) > 0 && offset != end) {
+  rmq_mapped_file *first = end == 0 ? rmq_mfq_first(&cl->mfq) : NULL;
+  if (first) {
+    bool elsewhere = first->file_from_offset != offset;
+    rmq_mapped_file_release(first);
+    if (elsewhere) drop_empty_segments(cl);
+  }
+  if (end != 0 && offset != end) {
     rmq_err_set(err, RMQ_EINVAL, "data for offset %lld, but the commit log ends at %lld",
                 (long long)offset, (long long)end);
     return NULL;

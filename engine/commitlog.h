@@ -126,8 +126,8 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
 /*
 ** A slave's append of what its master sent (CommitLog.appendData): len bytes
 ** of whole records, checked by the caller, at offset, which must be the
-** log's end; an empty log starts at offset's segment (offset a segment's
-** start). The bytes must stay in one segment; len 0 only makes the segment.
+** log's end; an empty log (empty segments dropped) starts at offset, a
+** segment's start. The bytes must stay in one segment; len 0 only makes the segment.
 ** store_timestamp: the last record's, for the checkpoint. RMQ_EINVAL when
 ** offset is not the end or the bytes pass the segment's end; RMQ_EPOISONED,
 ** RMQ_EFULL, RMQ_EIO.

@@ -189,7 +189,7 @@ static bool on_header(rmq_ha_client *c, char *why, size_t cap) {
     snprintf(why, cap, "master %s sent a frame of %d bytes: not the HA protocol", c->master, size);
     return false;
   }
-  if (own == 0 && rmq_mfq_count(&c->cl->mfq) == 0) {
+  if (own == 0) {
     rmq_err err = {0};
     if (rmq_commitlog_append_data(c->cl, offset, NULL, 0, 0, &err) != RMQ_OK) {
       snprintf(why, cap, "master %s sent offset %lld to an empty slave: %.200s", c->master,

@@ -268,6 +268,85 @@ static void test_late_slave(void) {
   tu_rmrf(sd);
 }
 
+/*
+** A slave whose log is empty but has a segment 0 (made ahead by a first
+** transaction, or by a heartbeat before a crash) starts at its master's last
+** segment all the same: the empty segment goes.
+*/
+static void test_empty_segment(void) {
+  char md[64], sd[64];
+  tu_tmpdir(md, sizeof md);
+  tu_tmpdir(sd, sizeof sd);
+  rmq_config cfg;
+  ha_config(&cfg);
+  rmq_store *plain = tu_open(sd, &cfg);
+  if (plain) rmq_store_staging_give(plain, rmq_store_staging_take(plain));
+  rmq_store_close(plain);
+  char seg0[128];
+  snprintf(seg0, sizeof seg0, "%s/commitlog/00000000000000000000", sd);
+  FILE *f = fopen(seg0, "rb");
+  CHECK(f != NULL);
+  if (f) fclose(f);
+  rmq_store *m = open_master(md, RMQ_ROLE_MASTER, "127.0.0.1:0");
+  if (m) CHECK_EQ_INT(put_range(m, 0, 500), 0);
+  rmq_store *s = m ? open_slave(sd, rmq_store_ha_address(m)) : NULL;
+  if (s) {
+    CHECK(wait_offset(s, max_offset(m), 10000));
+    CHECK_EQ_INT(min_offset(s), max_offset(m) - max_offset(m) % FILE_SIZE);
+    check_queues(m, s);
+  }
+  rmq_store_close(s);
+  rmq_store_close(m);
+  tu_rmrf(md);
+  tu_rmrf(sd);
+}
+
+/*
+** A consume queue whose only file is empty at recovery (a crash between
+** its creation and its first entry, as a slave killed right after it began
+** a queue in the middle): the file goes, and the re-dispatched entries land
+** at their own queue offsets, with filler entries below the first.
+*/
+static void test_empty_queue_file(void) {
+  char dir[64];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  ha_config(&cfg);
+  rmq_store *s = tu_open(dir, &cfg);
+  if (s) CHECK_EQ_INT(put_range(s, 0, 2400), 0); /* 600 per queue: files 0..500 */
+  rmq_store_close(s);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd,
+           "rm -f %s/consumequeue/%s/1/* && head -c 2000 /dev/zero > "
+           "%s/consumequeue/%s/1/00000000000000010000 && touch %s/abort",
+           dir, TOPIC, dir, TOPIC, dir);
+  CHECK_EQ_INT(system(cmd), 0);
+  s = tu_open(dir, &cfg);
+  rmq_consume_queue *cq = s ? rmq_store_find_queue(s, TOPIC, 1) : NULL;
+  CHECK(cq != NULL);
+  int wrong = 0, n = 0;
+  if (cq) {
+    CHECK_EQ_INT(rmq_cq_max_offset(cq), 600);
+    rmq_cq_iter it;
+    rmq_cq_entry e;
+    rmq_cq_iter_start(&it, cq, rmq_cq_min_offset(cq));
+    for (int64_t q = rmq_cq_min_offset(cq); rmq_cq_iter_next(&it, &e); q++, n++) {
+      rmq_commitlog_ref ref;
+      rmq_message m;
+      rmq_err err = {0};
+      if (rmq_store_read(s, e.phy_offset, &ref, &m, &err) != RMQ_OK || m.queue_offset != q) {
+        wrong++;
+      }
+      rmq_commitlog_ref_release(&ref);
+    }
+    rmq_cq_iter_stop(&it);
+  }
+  CHECK(n > 0);
+  CHECK_EQ_INT(wrong, 0);
+  rmq_store_close(s);
+  tu_rmrf(dir);
+}
+
 /* A raw peer: connect to the master, send reports by hand. */
 static int peer_connect(const char *address) {
   struct sockaddr_storage sa;
@@ -788,5 +867,7 @@ int main(void) {
   test_reconnect();
   test_cut_mid_frame();
   test_transient_pool();
+  test_empty_segment();
+  test_empty_queue_file();
   return check_report();
 }
