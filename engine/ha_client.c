@@ -308,7 +308,7 @@ static bool read_master(rmq_ha_client *c, char *why, size_t cap) {
 }
 
 /* One connection, from the first report to a drop (why) or the stop. */
-static void session(rmq_ha_client *c, char *why, size_t cap) {
+static void run_connection(rmq_ha_client *c, char *why, size_t cap) {
   c->header_len = 0;
   c->pending_len = 0;
   c->last_read_ms = rmq_monotonic_ms();
@@ -341,7 +341,7 @@ static void *client_run(void *arg) {
     int64_t began = rmq_monotonic_ms();
     char why[512] = "";
     set_state(c, "connecting", NULL);
-    if (connect_master(c, why, sizeof why)) session(c, why, sizeof why);
+    if (connect_master(c, why, sizeof why)) run_connection(c, why, sizeof why);
     close_fd(c);
     if (atomic_load(&c->stopping)) break;
     set_state(c, "retrying", why);
