@@ -168,7 +168,8 @@ int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err) {
   }
   int rc = rmq_store_put_encoded(b->store, spans, n, b->count, first_offset, err);
   if (spans != local) free(spans);
-  if (rc == RMQ_OK) rmq_batch_clear(b);
+  /* Appended, even if its flush or a slave's ack then failed: never again. */
+  if (rc == RMQ_OK || *first_offset >= 0) rmq_batch_clear(b);
   return rc;
 }
 
