@@ -78,6 +78,8 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
     return rmq_err_set(err, RMQ_ENOMEM, "out of memory opening %s", path);
   }
   mf->path = p;
+  mf->dev = st.st_dev;
+  mf->ino = st.st_ino;
   mf->file_from_offset = from;
   mf->file_size = file_size;
   mf->fd = fd;
@@ -124,10 +126,18 @@ static void fd_put(rmq_mapped_file *mf, int fd) {
   }
 }
 
+/* Unlink the file by its name, unless that name is another file's by now. */
+static void unlink_own(rmq_mapped_file *mf) {
+  struct stat st;
+  if (stat(mf->path, &st) == 0 && st.st_dev == mf->dev && st.st_ino == mf->ino) {
+    rmq_io_unlink(mf->path);
+  }
+}
+
 static void mapped_file_free(rmq_mapped_file *mf) {
   munmap(mf->mapped, (size_t)mf->file_size);
   rmq_mapped_file_close_fd(mf);
-  if (atomic_load(&mf->unlink_on_free)) rmq_io_unlink(mf->path);
+  if (atomic_load(&mf->unlink_on_free)) unlink_own(mf);
   mapped_file_return_buffer(mf);
   pthread_mutex_destroy(&mf->flush_mu);
   free(mf->path);
@@ -158,13 +168,18 @@ void rmq_mapped_file_shutdown(rmq_mapped_file *mf, bool unlink_file) {
   if (atomic_exchange(&mf->available, false)) rmq_mapped_file_release(mf);
 }
 
+void rmq_mapped_file_delete_now(rmq_mapped_file *mf) {
+  unlink_own(mf);
+  rmq_mapped_file_shutdown(mf, false);
+}
+
 void rmq_mapped_file_revoke(rmq_mapped_file *mf) {
   /* Flag first: a reader that copied bytes and then sees the flag clear copied the file's. */
   atomic_store_explicit(&mf->revoked, true, memory_order_release);
   void *zeros = mmap(mf->mapped, (size_t)mf->file_size, PROT_READ,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   (void)zeros; /* on failure the file stays mapped: readers still see the flag */
-  if (atomic_exchange(&mf->unlink_on_free, false)) rmq_io_unlink(mf->path);
+  if (atomic_exchange(&mf->unlink_on_free, false)) unlink_own(mf);
   rmq_mapped_file_close_fd(mf);
 }
 

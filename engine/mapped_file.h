@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rmq.h"
 #include "transient_store_pool.h"
@@ -59,8 +60,10 @@ typedef struct rmq_mapped_file {
   atomic_bool unlink_on_free;
   atomic_bool revoked; /* rmq_mapped_file_revoke: the mapping holds zeros now */
   struct rmq_retired_files *_Atomic retired_in; /* the list watching it once deleted */
-  bool first_in_queue;                          /* first file a consume queue ever created */
-  rmq_write_failed_fn write_failed;             /* from the queue; NULL: nobody to tell */
+  dev_t dev; /* the file's identity: a deleted file's name may be a new file's by the time */
+  ino_t ino; /* its last reader lets go (a slave re-creating a dropped segment) */
+  bool first_in_queue;              /* first file a consume queue ever created */
+  rmq_write_failed_fn write_failed; /* from the queue; NULL: nobody to tell */
   void *write_failed_ctx;
   pthread_mutex_t flush_mu; /* one flush or commit of this file at a time */
 } rmq_mapped_file;
@@ -87,6 +90,12 @@ bool rmq_mapped_file_hold(rmq_mapped_file *mf);
 void rmq_mapped_file_release(rmq_mapped_file *mf);
 /* Refuse new holds and drop the owner's reference; unlink at the last release if asked. */
 void rmq_mapped_file_shutdown(rmq_mapped_file *mf, bool unlink_file);
+/*
+** Unlink the file now and drop the owner's reference: for a file cut from
+** its queue whose name may be made again at once (recovery's truncation, a
+** slave starting over), which a late holder's release must not unlink.
+*/
+void rmq_mapped_file_delete_now(rmq_mapped_file *mf);
 /*
 ** Take a deleted file away from readers that still hold it: its mapping is
 ** replaced by zeros (never SIGBUS), its name unlinked and its descriptor

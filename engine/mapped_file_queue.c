@@ -299,7 +299,7 @@ void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset) {
       rmq_mapped_file_set_positions(mf, (int32_t)(offset % q->file_size));
       keep = i + 1;
     } else if (q->writable) {
-      rmq_mapped_file_shutdown(mf, true);
+      rmq_mapped_file_delete_now(mf);
     } else {
       /* A reader must not delete: the files past the end just read as empty. */
       rmq_mapped_file_set_positions(mf, 0);
