@@ -664,6 +664,7 @@ typedef struct put_args {
   int nspans;
   int n;                 /* messages, or records in the spans */
   int64_t *first_offset; /* spans: where the batch starts */
+  int64_t *end_offset;   /* set: where it ends, and the caller waits for the flush */
 } put_args;
 
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
@@ -673,8 +674,14 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
                                                 a->first_offset, &end, err)
                     : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
   if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
-  if (rc != RMQ_OK || !s->cfg.flush_sync) return rc;
+  if (rc == RMQ_OK && a->end_offset) *a->end_offset = end;
+  if (rc != RMQ_OK || !s->cfg.flush_sync || a->end_offset) return rc;
   return rmq_flush_wait(s->flush, end, err);
+}
+
+int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
+  if (!s->cfg.flush_sync || !s->flush) return RMQ_OK;
+  return rmq_flush_wait(s->flush, end_offset, err);
 }
 
 void *rmq_store_staging_take(rmq_store *s) {
@@ -714,6 +721,16 @@ int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_
 int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int count,
                           int64_t *first_offset, rmq_err *err) {
   put_args a = {.spans = spans, .nspans = nspans, .n = count, .first_offset = first_offset};
+  return timed_put(s, &a, err);
+}
+
+int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nspans, int count,
+                                    int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
+  put_args a = {.spans = spans,
+                .nspans = nspans,
+                .n = count,
+                .first_offset = first_offset,
+                .end_offset = end_offset};
   return timed_put(s, &a, err);
 }
 
