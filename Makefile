@@ -12,7 +12,8 @@
 #                         (TORTURE_SYNC_KILLS), and the two-engine cases
 #                         (TORTURE_ENGINE_ROUNDS), during delayed delivery
 #                         (TORTURE_SCHEDULE_KILLS), of a process committing
-#                         consumer offsets (TORTURE_CONSUMER_KILLS); `make check`
+#                         consumer offsets (TORTURE_CONSUMER_KILLS), of an HA
+#                         sync master and its slave (TORTURE_HA_KILLS); `make check`
 #                         runs a few of each
 #   make bench            build and run test/bench/*: the goals' table first
 #   make bench QUICK=1    only that table, with fewer messages (under a minute)
@@ -124,12 +125,14 @@ TORTURE_SYNC_KILLS ?= 50
 TORTURE_ENGINE_ROUNDS ?= 200
 TORTURE_SCHEDULE_KILLS ?= 20
 TORTURE_CONSUMER_KILLS ?= 50
+TORTURE_HA_KILLS ?= 50
 torture: all $(TESTS)
 	RMQ_TORTURE_KILLS=$(TORTURE_TXN_KILLS) test/run.sh $(BUILD) '^test_txn_crash$$'
 	RMQ_TORTURE_KILLS=$(TORTURE_SYNC_KILLS) test/run.sh $(BUILD) '^test_sync_torture$$'
 	RMQ_TORTURE_ENGINES=$(TORTURE_ENGINE_ROUNDS) test/run.sh $(BUILD) '^store_engines\.py$$'
 	RMQ_SCHEDULE_CRASH_CYCLES=$(TORTURE_SCHEDULE_KILLS) test/run.sh $(BUILD) '^schedule_crash\.test$$'
 	RMQ_CONSUMER_CRASH_CYCLES=$(TORTURE_CONSUMER_KILLS) test/run.sh $(BUILD) '^consumer_crash\.test$$'
+	RMQ_HA_KILLS=$(TORTURE_HA_KILLS) test/run.sh $(BUILD) '^test_ha_process$$'
 
 test:
 	test/deps.sh

@@ -172,7 +172,8 @@ static int append(rmq_batch *b, int64_t *first_offset, int64_t *end_offset, rmq_
                                                         end_offset, err)
                       : rmq_store_put_encoded(b->store, spans, n, b->count, first_offset, err);
   if (spans != local) free(spans);
-  if (rc == RMQ_OK) rmq_batch_clear(b);
+  /* Appended, even if its flush or a slave's ack then failed: never again. */
+  if (rc == RMQ_OK || *first_offset >= 0) rmq_batch_clear(b);
   return rc;
 }
 

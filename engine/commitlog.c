@@ -524,9 +524,91 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   /* CommitLog.handleDiskFlush: the written bytes reach the file (and readers) soon after. */
   if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
   atomic_fetch_add(&cl->put_count, count);
+  if (cl->appended) cl->appended(cl->appended_ctx);
   for (int i = 0; results && i < count; i++) {
     rmq_msg_id_format(&cl->cfg.store_host, results[i].physical_offset, results[i].msg_id);
   }
+  return RMQ_OK;
+}
+
+/* ---------------------------------------------------------- slave append */
+
+/*
+** An empty log whose segments hold nothing (made ahead, or by a heartbeat
+** before a crash): they go, so that the log can start where its master's
+** data does.
+*/
+static void drop_empty_segments(rmq_commitlog *cl) {
+  rmq_mfq_truncate_dirty(&cl->mfq, -1);
+  atomic_store(&cl->mfq.flushed_where, 0);
+  atomic_store(&cl->mfq.committed_where, 0);
+}
+
+/* Under the put lock: the segment that ends where offset is, created when the log is empty. */
+static rmq_mapped_file *append_segment(rmq_commitlog *cl, int64_t offset, rmq_err *err) {
+  int64_t end = rmq_mfq_max_wrote(&cl->mfq);
+  if (end == 0 && offset % cl->cfg.file_size != 0) {
+    rmq_err_set(err, RMQ_EINVAL, "an empty commit log starts at a segment's start, not at %lld",
+                (long long)offset);
+    return NULL;
+  }
+  rmq_mapped_file *first = end == 0 ? rmq_mfq_first(&cl->mfq) : NULL;
+  if (first) {
+    bool elsewhere = first->file_from_offset != offset;
+    rmq_mapped_file_release(first);
+    if (elsewhere) drop_empty_segments(cl);
+  }
+  if (end != 0 && offset != end) {
+    rmq_err_set(err, RMQ_EINVAL, "data for offset %lld, but the commit log ends at %lld",
+                (long long)offset, (long long)end);
+    return NULL;
+  }
+  /* As roll_segment: a full segment's buffered tail reaches the file before the next one. */
+  rmq_mapped_file *last = rmq_mfq_last(&cl->mfq);
+  int rc = last && last->transient && rmq_mapped_file_is_full(last)
+               ? rmq_mapped_file_commit(last, 0, err)
+               : RMQ_OK;
+  if (last) rmq_mapped_file_release(last);
+  return rc == RMQ_OK ? rmq_mfq_last_or_create(&cl->mfq, offset, err) : NULL;
+}
+
+static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
+                              int64_t store_timestamp, rmq_err *err) {
+  if (atomic_load(&cl->poisoned)) {
+    return rmq_err_set(err, RMQ_EPOISONED, "the store refuses writes until it is reopened: %s",
+                       cl->poison_msg);
+  }
+  rmq_mapped_file *mf = append_segment(cl, offset, err);
+  if (!mf) return err->code;
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  if (mf->file_from_offset + pos != offset || (int64_t)len > mf->file_size - pos) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "%zu bytes at offset %lld do not fit in the segment %s at position %d", len,
+                       (long long)offset, mf->path, pos);
+  }
+  if (len == 0) return RMQ_OK;
+  int rc = rmq_mapped_file_reserve(mf, pos + (int32_t)len, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_mapped_file_claim(mf, pos + (int32_t)len);
+  rc = rmq_mapped_file_write(mf, pos, data, len, err);
+  if (rc != RMQ_OK) return rc;
+  if (store_timestamp > 0) atomic_store(&mf->store_timestamp, store_timestamp);
+  rmq_mapped_file_advance(mf, (int32_t)len);
+  return RMQ_OK;
+}
+
+int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
+                              int64_t store_timestamp, rmq_err *err) {
+  if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
+  int rc = check_disk(cl, err);
+  if (rc != RMQ_OK) return rc;
+  put_lock(cl);
+  rc = locked_append_data(cl, offset, data, len, store_timestamp, err);
+  put_unlock(cl);
+  if (rc != RMQ_OK || len == 0) return rc;
+  recheck_disk(cl, offset + (int64_t)len);
+  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
+  if (cl->appended) cl->appended(cl->appended_ctx);
   return RMQ_OK;
 }
 

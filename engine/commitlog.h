@@ -60,6 +60,8 @@ typedef struct rmq_commitlog {
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
   struct rmq_service_thread *put_wakeup; /* woken after each put (CommitRealTimeService), or NULL */
+  void (*appended)(void *ctx); /* told after each append and commit, outside the lock (HA) */
+  void *appended_ctx;
 } rmq_commitlog;
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
@@ -121,6 +123,17 @@ void rmq_commitlog_prepare_segment(rmq_commitlog *cl);
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                               rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
                               rmq_err *err);
+/*
+** A slave's append of what its master sent (CommitLog.appendData): len bytes
+** of whole records, checked by the caller, at offset, which must be the
+** log's end; an empty log (empty segments dropped) starts at offset, a
+** segment's start. The bytes must stay in one segment; len 0 only makes the segment.
+** store_timestamp: the last record's, for the checkpoint. RMQ_EINVAL when
+** offset is not the end or the bytes pass the segment's end; RMQ_EPOISONED,
+** RMQ_EFULL, RMQ_EIO.
+*/
+int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
+                              int64_t store_timestamp, rmq_err *err);
 /* Poison the log after an I/O failure (first message kept). */
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why);
 

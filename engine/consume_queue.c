@@ -256,7 +256,13 @@ void rmq_cq_recover(rmq_consume_queue *cq) {
   }
   int64_t end = mf->file_from_offset + pos;
   rmq_mapped_file_set_positions(mf, pos);
-  drop_files_from(cq, mf->file_from_offset + 1);
+  /*
+  ** A queue whose first file holds no entry (a crash between its creation
+  ** and its first entry) is empty: its next entry makes its first file
+  ** again, with the filler entries below a first offset that is not 0 (a
+  ** slave that started at its master's last segment).
+  */
+  drop_files_from(cq, i == 0 && pos == 0 ? mf->file_from_offset : mf->file_from_offset + 1);
   rmq_mapped_file_release(mf);
   set_flushed_where(cq, end);
 }

@@ -47,6 +47,7 @@ static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
     moved = committed || flushed;
   }
   if (fs->cl->mfq.pool && fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
+  if (fs->cl->mfq.pool && fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
   return rc;
 }
 
@@ -103,6 +104,8 @@ static int commit_written(rmq_flush_service *fs, bool *moved, rmq_err *err) {
   } else if (*moved) {
     rmq_service_thread_wakeup(&fs->flush_thread);
     if (fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
+    /* What readers see grew: the HA senders, which send only that, are told too. */
+    if (fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
   }
   return rc;
 }

@@ -70,7 +70,14 @@ static registry_entry *find_replaced(const char *real_dir) {
 
 /* ------------------------------------------------------------- settings */
 
-typedef enum setting_kind { SET_INT, SET_BOOL, SET_FLUSH, SET_TEXT, SET_HOST } setting_kind;
+typedef enum setting_kind {
+  SET_INT,
+  SET_BOOL,
+  SET_FLUSH,
+  SET_TEXT,
+  SET_HOST,
+  SET_ROLE
+} setting_kind;
 
 typedef struct setting {
   const char *name;
@@ -108,6 +115,12 @@ static const setting settings[] = {
     SETTING(use_spin_lock, SET_BOOL),
     SETTING(flush_interval_ms, SET_INT),
     SETTING(max_reconsume_times, SET_INT),
+    SETTING(role, SET_ROLE),
+    SETTING(ha_listen, SET_TEXT),
+    SETTING(ha_master, SET_TEXT),
+    SETTING(ha_slave_timeout_ms, SET_INT),
+    SETTING(ha_heartbeat_ms, SET_INT),
+    SETTING(ha_housekeeping_ms, SET_INT),
 };
 
 /* The setting's value in cfg, as an argument would give it. */
@@ -118,6 +131,7 @@ static void format_setting(const setting *k, const rmq_config *cfg, char *out, s
     case SET_BOOL: snprintf(out, cap, "%d", *(const bool *)p); return;
     case SET_FLUSH: snprintf(out, cap, "'%s'", *(const bool *)p ? "sync" : "async"); return;
     case SET_TEXT: snprintf(out, cap, "'%s'", p); return;
+    case SET_ROLE: snprintf(out, cap, "'%s'", rmq_role_name(*(const rmq_role *)p)); return;
     case SET_HOST: {
       char host[64];
       rmq_host_format((const rmq_host *)p, host, sizeof host);

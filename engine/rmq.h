@@ -196,7 +196,8 @@ enum {
   RMQ_EPOISONED, /* an earlier fsync or write failed: reopen the store */
   RMQ_ENOTFOUND, /* no such message, queue or file */
   RMQ_ECLOSED,   /* the store is shutting down */
-  RMQ_EFULL      /* a segment or an index file has no room, or the disk is full */
+  RMQ_EFULL,     /* a segment or an index file has no room, or the disk is full */
+  RMQ_ENOSLAVE   /* sync_master: no slave to replicate to (SLAVE_NOT_AVAILABLE) */
 };
 
 typedef struct rmq_err {
@@ -223,6 +224,10 @@ int64_t rmq_monotonic_ms(void); /* monotonic clock, ms (deadlines) */
 
 #define RMQ_MAX_DELAY_LEVELS 64
 
+/* BrokerRole: a master that does not wait for its slaves, one that does, a slave. */
+typedef enum rmq_role { RMQ_ROLE_MASTER, RMQ_ROLE_SYNC_MASTER, RMQ_ROLE_SLAVE } rmq_role;
+#define RMQ_HA_ADDR 64 /* bytes of a "host:port" setting, its NUL included */
+
 typedef struct rmq_config {
   bool flush_sync;               /* flush='sync': puts return once on disk */
   int32_t commitlog_file_size;   /* 1073741824 */
@@ -248,10 +253,19 @@ typedef struct rmq_config {
   bool use_spin_lock;            /* put lock: spin instead of a mutex */
   int flush_interval_ms;         /* 500: FlushRealTimeService */
   int max_reconsume_times;       /* 16: retries before rmq_store_send_back goes to %DLQ% */
+  rmq_role role;                 /* master */
+  char ha_listen[RMQ_HA_ADDR];   /* "host:port" the master serves slaves on; "": none */
+  char ha_master[RMQ_HA_ADDR];   /* "host:port" a slave replicates from */
+  int ha_slave_timeout_ms;       /* 3000: a sync_master put's wait for a slave */
+  int ha_heartbeat_ms;           /* 5000: haSendHeartbeatInterval, and a slave's retry */
+  int ha_housekeeping_ms;        /* 20000: haHousekeepingInterval, a silent peer's limit */
 } rmq_config;
 
 /* RocketMQ's defaults. */
 void rmq_config_init(rmq_config *cfg);
+/* "master", "sync_master", "slave"; and back (RMQ_EINVAL naming role). */
+const char *rmq_role_name(rmq_role role);
+int rmq_role_parse(const char *name, rmq_role *out, rmq_err *err);
 /* Check every value against its limit. RMQ_EINVAL names the setting. */
 int rmq_config_check(const rmq_config *cfg, rmq_err *err);
 /*
@@ -345,7 +359,11 @@ typedef struct rmq_span {
 ** RMQ_EPOISONED: an earlier I/O failure stopped writes. RMQ_EFULL, RMQ_EIO.
 ** With flush='sync', returns only after the batch is on disk; a flush that
 ** fails or times out is an error (RMQ_EIO / RMQ_ETIMEOUT), never a silent
-** success.
+** success. A slave refuses every put (RMQ_EINVAL naming its master). A
+** sync_master returns once a slave acknowledged the batch; the batch is
+** written locally either way: RMQ_ENOSLAVE when no slave has reported
+** (SLAVE_NOT_AVAILABLE), RMQ_ETIMEOUT past ha_slave_timeout_ms
+** (FLUSH_SLAVE_TIMEOUT).
 */
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err);
@@ -360,8 +378,9 @@ int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *
 ** stamps each one's queue offset, physical offset and store time as it
 ** copies them in (the spans stay reusable, so a batch that failed can be
 ** put again).
-** *first_offset: the first record's offset. Errors and flushing as
-** rmq_store_put.
+** *first_offset: the first record's offset; -1 when the batch was not
+** appended (an error after the append, a failed flush or wait for a slave,
+** leaves it set). Errors and flushing as rmq_store_put.
 */
 int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t cap,
                          rmq_err *err);
@@ -391,9 +410,10 @@ int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile);
 */
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
 /*
-** With flush='sync', wait until the commit log is on disk up to end_offset,
-** sharing the group commit as a put does; RMQ_OK at once otherwise. Errors
-** as a sync put's flush (RMQ_EIO, RMQ_ETIMEOUT, RMQ_EPOISONED).
+** What a put waits for after its append: with flush='sync', until the
+** commit log is on disk up to end_offset (sharing the group commit), then on
+** a sync master until a slave has it; RMQ_OK at once when neither applies.
+** Errors as a put's wait (RMQ_EIO, RMQ_ETIMEOUT, RMQ_EPOISONED).
 */
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err);
 
@@ -797,6 +817,11 @@ typedef struct rmq_stats {
   int64_t flush_runs;             /* FlushRealTimeService / GroupCommitService flushes done */
   int64_t commit_runs;            /* CommitRealTimeService commits done (transient_store_pool) */
   int64_t cq_flush_runs;          /* FlushConsumeQueueService flushes done */
+  const char *role;               /* rmq_role_name of the store's role; NULL when read-only */
+  int64_t ha_slaves;              /* master: slaves connected now */
+  int64_t ha_push2slave_offset;   /* master: the largest offset a slave acknowledged, -1: none */
+  char ha_state[128];             /* "" without replication; see rmq_ha_row's state */
+  char ha_last_error[256];        /* why the last connection was refused or dropped, "" */
 } rmq_stats;
 /*
 ** Fill *st. The file sizes come from a walk of the store's directory
@@ -804,6 +829,38 @@ typedef struct rmq_stats {
 ** out). RMQ_ENOMEM when the list of consume queues cannot be copied.
 */
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err);
+
+/* ----------------------------------------------------------- replication */
+
+/*
+** RocketMQ 4.9's master/slave replication of the commit log (HAService,
+** HAConnection, HAClient), wire-compatible with its brokers. A master with
+** ha_listen accepts slaves there (bound to that address alone; the protocol
+** has no authentication: a trusted network only); a slave (role slave,
+** ha_master) connects, reports its commit-log end and appends what it
+** receives at the same offsets, checking each record, and dispatches its own
+** consume queues and index. A sync_master's put returns once a slave
+** acknowledged it (rmq_store_put's RMQ_ETIMEOUT and RMQ_ENOSLAVE).
+**
+** One row of rocketmq_ha: on a master one per connected slave, on a slave
+** one for its master. Pointers are valid during the callback.
+*/
+typedef struct rmq_ha_row {
+  const char *address;        /* the slave's (master), the master's (slave) */
+  const char *state;          /* master: "connected" (reported) or "handshake" (not yet);
+                                 slave: "connecting", "connected" or "retrying" */
+  const char *last_error;     /* slave: why the last connection ended, "" */
+  int64_t offset;             /* master: the slave's acknowledged offset (-1 before its first
+                                 report); slave: its own commit-log end */
+  int64_t lag_bytes;          /* master's end minus offset (slave: as last heard from the master) */
+  int64_t connected_since_ms; /* ms since the epoch, 0 when not connected */
+} rmq_ha_row;
+typedef int (*rmq_ha_fn)(void *ctx, const rmq_ha_row *row);
+/*
+** The replication rows of s, none when it replicates nothing. A non-zero
+** return of fn stops the listing and is returned; nothing else fails.
+*/
+int rmq_store_ha(rmq_store *s, rmq_ha_fn fn, void *ctx, rmq_err *err);
 
 /* ------------------------------------------------------------- retention */
 
@@ -945,7 +1002,9 @@ void rmq_batch_clear(rmq_batch *b);
 ** offset, -1 for an empty batch, which appends nothing. Errors are
 ** rmq_store_put_encoded's (RMQ_EINVAL naming commitlog_file_size for a
 ** batch larger than a segment, RMQ_EFULL, RMQ_EIO, RMQ_EPOISONED, ...) or
-** RMQ_ENOMEM; the batch is then intact and can be appended again.
+** RMQ_ENOMEM; the batch is then intact and can be appended again, unless
+** it was appended and only its sync flush or a sync_master's wait for a
+** slave failed (*first_offset >= 0): then it is cleared, being in the log.
 */
 int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err);
 /*

@@ -34,6 +34,7 @@ const char *rmq_strerror(int code) {
     case RMQ_ENOTFOUND: return "not found";
     case RMQ_ECLOSED: return "store is closed";
     case RMQ_EFULL: return "file is full";
+    case RMQ_ENOSLAVE: return "no slave available";
     default: return "unknown error";
   }
 }

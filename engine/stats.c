@@ -95,5 +95,6 @@ int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   st->delay_offsets = report[0] ? report : NULL;
   retention_stats(s, st);
   rmq_store_service_runs(s, st);
+  rmq_store_ha_stats(s, st);
   return RMQ_OK;
 }

@@ -37,6 +37,9 @@
 #include "consume_queue.h"
 #include "consumer_offset.h"
 #include "flush.h"
+#include "ha_client.h"
+#include "ha_service.h"
+#include "ha_wire.h"
 #include "index_file.h"
 #include "io.h"
 #include "properties.h"
@@ -66,6 +69,8 @@ struct rmq_store {
   rmq_topic_config_manager *topics;     /* NULL when read-only */
   rmq_schedule_service *schedule;
   rmq_clean_service *clean;
+  rmq_ha_service *ha;        /* a master's listener, NULL without ha_listen */
+  rmq_ha_client *ha_client;  /* a slave's connection to its master */
   rmq_retired_files retired; /* deleted files that readers still hold */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[768];
@@ -97,6 +102,27 @@ void rmq_config_init(rmq_config *cfg) {
   cfg->sync_flush_timeout_ms = 5000;
   cfg->flush_interval_ms = 500;
   cfg->max_reconsume_times = 16;
+  cfg->role = RMQ_ROLE_MASTER;
+  cfg->ha_slave_timeout_ms = 3000;
+  cfg->ha_heartbeat_ms = 5000;
+  cfg->ha_housekeeping_ms = 20000;
+}
+
+static const char *const role_names[] = {"master", "sync_master", "slave"};
+
+const char *rmq_role_name(rmq_role role) {
+  return role >= RMQ_ROLE_MASTER && role <= RMQ_ROLE_SLAVE ? role_names[role] : "unknown";
+}
+
+int rmq_role_parse(const char *name, rmq_role *out, rmq_err *err) {
+  for (int i = RMQ_ROLE_MASTER; i <= RMQ_ROLE_SLAVE; i++) {
+    if (strcmp(name, role_names[i]) == 0) {
+      *out = (rmq_role)i;
+      return RMQ_OK;
+    }
+  }
+  return rmq_err_set(err, RMQ_EINVAL, "role: '%s' must be 'master', 'sync_master' or 'slave'",
+                     name);
 }
 
 int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err) {
@@ -131,6 +157,51 @@ int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_
 static int check_range(const char *name, long long v, long long lo, long long hi, rmq_err *err) {
   if (v >= lo && v <= hi) return RMQ_OK;
   return rmq_err_set(err, RMQ_EINVAL, "%s: %lld is out of range (%lld..%lld)", name, v, lo, hi);
+}
+
+/* A "host:port" address; a listener may ask for port 0 (any free port). */
+static int check_address(const char *name, const char *v, int min_port, rmq_err *err) {
+  char host[RMQ_HA_ADDR];
+  int port;
+  if (rmq_ha_split_address(v, host, sizeof host, &port) != 0) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "%s: '%s' is not host:port (e.g. 10.0.0.5:10912, broker-a:10912 or "
+                       "[2001:db8::5]:10912; ports 0..65535)",
+                       name, v);
+  }
+  return check_range(name, port, min_port, 65535, err);
+}
+
+/* The replication settings (BrokerRole, haListenPort, haMasterAddress) agree with each other. */
+static int check_ha(const rmq_config *cfg, rmq_err *err) {
+  if (cfg->role < RMQ_ROLE_MASTER || cfg->role > RMQ_ROLE_SLAVE) {
+    return rmq_err_set(err, RMQ_EINVAL, "role: %d is not master, sync_master or slave",
+                       (int)cfg->role);
+  }
+  bool slave = cfg->role == RMQ_ROLE_SLAVE;
+  if (slave && !cfg->ha_master[0]) {
+    return rmq_err_set(err, RMQ_EINVAL, "role='slave' needs ha_master='host:port' (its master)");
+  }
+  if (!slave && cfg->ha_master[0]) {
+    return rmq_err_set(err, RMQ_EINVAL, "ha_master: only a slave has a master (role is '%s')",
+                       rmq_role_name(cfg->role));
+  }
+  if (cfg->role == RMQ_ROLE_SYNC_MASTER && !cfg->ha_listen[0]) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "role='sync_master' needs ha_listen='host:port' for its slaves");
+  }
+  if (cfg->readonly && (slave || cfg->ha_listen[0])) {
+    return rmq_err_set(err, RMQ_EINVAL, "readonly: a read-only store takes no part in replication");
+  }
+  int rc = cfg->ha_listen[0] ? check_address("ha_listen", cfg->ha_listen, 0, err) : RMQ_OK;
+  if (!rc && slave) rc = check_address("ha_master", cfg->ha_master, 1, err);
+  if (!rc) rc = check_range("ha_slave_timeout_ms", cfg->ha_slave_timeout_ms, 1, 3600000, err);
+  if (!rc) rc = check_range("ha_heartbeat_ms", cfg->ha_heartbeat_ms, 10, 3600000, err);
+  if (!rc) {
+    rc = check_range("ha_housekeeping_ms", cfg->ha_housekeeping_ms, 2 * cfg->ha_heartbeat_ms,
+                     86400000, err);
+  }
+  return rc;
 }
 
 int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
@@ -170,6 +241,7 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
                      "RocketMQ, the pool is for asynchronous flushing only)");
   }
   if (!rc) rc = rmq_parse_delay_levels(cfg->delay_levels, levels, RMQ_MAX_DELAY_LEVELS, &n, err);
+  if (!rc) rc = check_ha(cfg, err);
   return rc;
 }
 
@@ -501,13 +573,34 @@ static int start_services(rmq_store *s, rmq_err *err) {
   if (rc == RMQ_OK) rc = catch_up(s, err);
   if (rc == RMQ_OK) rc = rmq_flush_service_start(s->flush, err);
   if (rc == RMQ_OK) rc = rmq_cq_flush_service_start(s->cq_flush, err);
-  if (rc == RMQ_OK) rc = start_schedule(s, err);
+  /* A slave's log is its master's: delayed messages are delivered there, not here. */
+  if (rc == RMQ_OK && s->cfg.role != RMQ_ROLE_SLAVE) rc = start_schedule(s, err);
   rmq_mapped_file *last = rmq_mfq_last(q);
   if (last) {
     rmq_allocate_prefault(s->allocate, last);
     rmq_mapped_file_release(last);
   }
   return rc;
+}
+
+/*
+** The master's listener, before any thread appends: the commit log tells it
+** of every append (puts, delayed delivery, a slave's own appends).
+*/
+static int start_ha_service(rmq_store *s, rmq_err *err) {
+  if (!s->cfg.ha_listen[0]) return RMQ_OK;
+  int rc = rmq_ha_service_start(&s->commitlog, &s->cfg, &s->ha, err);
+  if (rc != RMQ_OK) return rc;
+  s->commitlog.appended = rmq_ha_service_wakeup;
+  s->commitlog.appended_ctx = s->ha;
+  return RMQ_OK;
+}
+
+/* A slave appended what its master sent: dispatch it, and flush it as the store flushes. */
+static int replica_appended(void *ctx, int64_t end, rmq_err *err) {
+  rmq_store *s = ctx;
+  rmq_reput_wakeup(s->reput);
+  return s->cfg.flush_sync ? rmq_flush_wait(s->flush, end, err) : RMQ_OK;
 }
 
 static int store_open_steps(rmq_store *s, rmq_err *err) {
@@ -531,12 +624,16 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
     if (!s->clean) rc = err->code;
   }
   if (rc != RMQ_OK || !writable) return rc;
-  rc = start_services(s, err);
+  rc = start_ha_service(s, err);
+  if (rc == RMQ_OK) rc = start_services(s, err);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
   if (rc == RMQ_OK) rc = rmq_tcm_load(s->dir, s, &s->topics, err);
   if (rc == RMQ_OK) rc = rmq_tcm_start(s->topics, err);
   if (rc == RMQ_OK) rc = create_abort(s, err);
   if (rc == RMQ_OK) rc = rmq_clean_service_start(s->clean, err);
+  if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SLAVE) {
+    rc = rmq_ha_client_start(&s->commitlog, &s->cfg, replica_appended, s, &s->ha_client, err);
+  }
   return rc;
 }
 
@@ -614,16 +711,21 @@ int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
 }
 
 /*
-** Retention stops first, then the CommitLog's last commit and flush (readers
-** see only committed bytes), then the dispatcher's last pass, then the
-** queues, the index and the checkpoint; deleted files still held go last.
+** A slave's client stops first (it appends), then retention, then the
+** CommitLog's last commit and flush (readers see only committed bytes), then
+** a master's HA service (appends and commits tell it), then the dispatcher's
+** last pass, then the queues, the index and the checkpoint; deleted files
+** still held go last.
 */
 void rmq_store_close(rmq_store *s) {
   if (!s) return;
   bool started = s->flush != NULL;
+  rmq_ha_client_stop(s->ha_client);
   rmq_clean_service_free(s->clean);
   rmq_schedule_free(s->schedule);
   rmq_flush_service_free(s->flush);
+  /* After every thread that appends or commits: they tell the HA senders. */
+  rmq_ha_service_stop(s->ha);
   rmq_reput_free(s->reput);
   rmq_tcm_free(s->topics);
   rmq_com_free(s->offsets);
@@ -663,25 +765,39 @@ typedef struct put_args {
   const rmq_span *spans;
   int nspans;
   int n;                 /* messages, or records in the spans */
-  int64_t *first_offset; /* spans: where the batch starts */
-  int64_t *end_offset;   /* set: where it ends, and the caller waits for the flush */
+  int64_t *first_offset; /* spans: where the batch starts, -1 when it was not appended */
+  int64_t *end_offset;   /* set: where it ends, and the caller waits (rmq_store_wait_flushed) */
 } put_args;
+
+int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
+  int rc = s->cfg.flush_sync && s->flush ? rmq_flush_wait(s->flush, end_offset, err) : RMQ_OK;
+  /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
+  if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
+    rc = rmq_ha_service_wait(s->ha, end_offset, s->cfg.ha_slave_timeout_ms, err);
+  }
+  return rc;
+}
 
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
+  if (s->cfg.role == RMQ_ROLE_SLAVE) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "store %s is a slave of %s: it takes its messages from the master; write "
+                       "to the master",
+                       s->dir, s->cfg.ha_master);
+  }
   int64_t end = 0;
   int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n, NULL,
                                                 a->first_offset, &end, err)
                     : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
-  if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
-  if (rc == RMQ_OK && a->end_offset) *a->end_offset = end;
-  if (rc != RMQ_OK || !s->cfg.flush_sync || a->end_offset) return rc;
-  return rmq_flush_wait(s->flush, end, err);
-}
-
-int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
-  if (!s->cfg.flush_sync || !s->flush) return RMQ_OK;
-  return rmq_flush_wait(s->flush, end_offset, err);
+  if (rc != RMQ_OK && a->spans) *a->first_offset = -1;
+  if (rc != RMQ_OK) return rc;
+  rmq_reput_wakeup(s->reput);
+  if (a->end_offset) {
+    *a->end_offset = end;
+    return RMQ_OK;
+  }
+  return rmq_store_wait_flushed(s, end, err);
 }
 
 void *rmq_store_staging_take(rmq_store *s) {
@@ -689,7 +805,8 @@ void *rmq_store_staging_take(rmq_store *s) {
   bool fill = false;
   void *chunk = rmq_staging_take(s->staging, &fill);
   if (fill && s->allocate) rmq_allocate_wakeup(s->allocate);
-  if (chunk) rmq_commitlog_prepare_segment(&s->commitlog);
+  /* A slave's first segment is where its master's data starts. */
+  if (chunk && s->cfg.role != RMQ_ROLE_SLAVE) rmq_commitlog_prepare_segment(&s->commitlog);
   return chunk;
 }
 
@@ -721,6 +838,7 @@ int32_t rmq_store_encode(rmq_store *s, const rmq_message *m, uint8_t *buf, size_
 int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int count,
                           int64_t *first_offset, rmq_err *err) {
   put_args a = {.spans = spans, .nspans = nspans, .n = count, .first_offset = first_offset};
+  *first_offset = -1;
   return timed_put(s, &a, err);
 }
 
@@ -770,6 +888,25 @@ const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report;
 const char *rmq_store_delay_offset_report(rmq_store *s) { return s->delay_offset_report; }
 rmq_clean_service *rmq_store_clean_service(rmq_store *s) { return s->clean; }
 rmq_retired_files *rmq_store_retired(rmq_store *s) { return &s->retired; }
+
+/* ----------------------------------------------------------- replication */
+
+int rmq_store_ha(rmq_store *s, rmq_ha_fn fn, void *ctx, rmq_err *err) {
+  (void)err;
+  if (s->ha) return rmq_ha_service_rows(s->ha, fn, ctx);
+  return s->ha_client ? rmq_ha_client_rows(s->ha_client, fn, ctx) : RMQ_OK;
+}
+
+void rmq_store_ha_stats(rmq_store *s, rmq_stats *st) {
+  st->role = s->cfg.readonly ? NULL : rmq_role_name(s->cfg.role);
+  st->ha_push2slave_offset = -1;
+  if (s->ha) rmq_ha_service_stats(s->ha, st);
+  if (s->ha_client) rmq_ha_client_stats(s->ha_client, st);
+}
+
+const char *rmq_store_ha_address(rmq_store *s) {
+  return s->ha ? rmq_ha_service_address(s->ha) : NULL;
+}
 
 /* ------------------------------------------------------------- retention */
 

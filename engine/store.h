@@ -44,6 +44,10 @@ int rmq_store_make_dir(const char *dir, rmq_err *err);
 /* In a forked child: close the inherited descriptor of the parent's lock, which the parent's
    engine alone holds and releases. */
 void rmq_store_drop_inherited_lock(rmq_store *s);
+/* The replication figures of rmq_stats (role, ha_*). */
+void rmq_store_ha_stats(rmq_store *s, rmq_stats *st);
+/* The master's bound HA address ("ip:port"), NULL without ha_listen (tests ask for port 0). */
+const char *rmq_store_ha_address(rmq_store *s);
 /* Store time of the record at phy_offset, or -1 (a rmq_cq_store_time_fn; store is the rmq_store). */
 int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size);
 

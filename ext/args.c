@@ -15,7 +15,15 @@
 
 #define SPACE " \t\r\n"
 
-typedef enum arg_kind { ARG_INT, ARG_BOOL, ARG_TEXT, ARG_FLUSH, ARG_HOST, ARG_HOURS } arg_kind;
+typedef enum arg_kind {
+  ARG_INT,
+  ARG_BOOL,
+  ARG_TEXT,
+  ARG_FLUSH,
+  ARG_HOST,
+  ARG_HOURS,
+  ARG_ROLE
+} arg_kind;
 
 typedef struct arg_spec {
   const char *name;
@@ -53,6 +61,10 @@ static const arg_spec arg_specs[] = {
     INT_ARG(transient_store_pool),
     {"warm_mapped_file", ARG_BOOL, offsetof(rmq_config, warm_mapped_file), 0},
     INT_ARG(max_reconsume_times),
+    {"role", ARG_ROLE, offsetof(rmq_config, role), 0},
+    TEXT_ARG(ha_listen),
+    TEXT_ARG(ha_master),
+    INT_ARG(ha_slave_timeout_ms),
 };
 /* parse_one keeps one bit per argument in an unsigned, bits 30 and 31 its own. */
 _Static_assert(sizeof arg_specs / sizeof *arg_specs < 30, "too many arguments for `seen`");
@@ -144,6 +156,13 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
       }
       cfg->flush_sync = v[0] == 's';
       return SQLITE_OK;
+    case ARG_ROLE: {
+      rmq_err err = {0};
+      if (rmq_role_parse(v, (rmq_role *)base, &err) != RMQ_OK) {
+        return rmqx_errmsg(errmsg, SQLITE_ERROR, "%s", err.msg);
+      }
+      return SQLITE_OK;
+    }
     case ARG_HOST:
       if (rmq_host_parse(v, (rmq_host *)base) != 0) {
         return rmqx_errmsg(errmsg, SQLITE_ERROR,

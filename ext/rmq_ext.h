@@ -33,6 +33,7 @@ int rmqx_register_consumequeue_table(sqlite3 *db); /* vtab_consumequeue.c: rocke
 int rmqx_register_index_table(sqlite3 *db);        /* vtab_index.c: rocketmq_index */
 int rmqx_register_queues_table(sqlite3 *db);       /* vtab_queues.c: rocketmq_queues */
 int rmqx_register_stats_table(sqlite3 *db);        /* vtab_stats.c: rocketmq_stats */
+int rmqx_register_ha_table(sqlite3 *db);           /* vtab_ha.c: rocketmq_ha */
 int rmqx_register_verify_table(sqlite3 *db);       /* vtab_verify.c: rocketmq_verify */
 int rmqx_register_scheduled_table(sqlite3 *db);    /* vtab_scheduled.c: rocketmq_scheduled */
 int rmqx_register_files_table(sqlite3 *db);        /* vtab_files.c: rocketmq_files */

@@ -67,6 +67,7 @@ __attribute__((visibility("default"))) int sqlite3_rocketmq_init(sqlite3 *db, ch
   if (rc == SQLITE_OK) rc = rmqx_register_index_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_queues_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_stats_table(db);
+  if (rc == SQLITE_OK) rc = rmqx_register_ha_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_verify_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_scheduled_table(db);
   if (rc == SQLITE_OK) rc = rmqx_register_consumer_offsets_table(db);

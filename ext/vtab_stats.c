@@ -77,6 +77,17 @@
 **                           the commit log (0 without a pool)
 **    cq_flush_runs          passes of FlushConsumeQueueService (every
 **                           second) that forced a consume queue to disk
+**    role                   'master', 'sync_master' or 'slave'; NULL for
+**                           files opened read-only for the query
+**    ha_state               replication: a master's listen address, slaves
+**                           and how many reported; a slave's state and
+**                           master; NULL without replication
+**    ha_last_error          why the last slave was refused or dropped
+**                           (master; e.g. a report beyond its end), or why
+**                           the slave's last connection ended; NULL if none
+**    ha_slaves              slaves connected to this master now
+**    ha_push2slave_offset   the largest offset a slave acknowledged
+**                           (push2SlaveMaxOffset), -1 when none did
 **
 ** How it works: xFilter computes every row once, from rmq_store_stats
 ** (which walks dir for the file sizes, symbolic links not followed); idxNum
@@ -175,6 +186,11 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   add_int(c, "flush_runs", st.flush_runs);
   add_int(c, "commit_runs", st.commit_runs);
   add_int(c, "cq_flush_runs", st.cq_flush_runs);
+  ok = ok && add_text(c, "role", st.role);
+  ok = ok && add_text(c, "ha_state", st.ha_state[0] ? st.ha_state : NULL);
+  ok = ok && add_text(c, "ha_last_error", st.ha_last_error[0] ? st.ha_last_error : NULL);
+  add_int(c, "ha_slaves", st.ha_slaves);
+  add_int(c, "ha_push2slave_offset", st.ha_push2slave_offset);
   return ok ? SQLITE_OK : SQLITE_NOMEM;
 }
 
