@@ -6,8 +6,9 @@ set title "Messages per second against body size (one run of make bench)"
 set xlabel "body size, bytes"
 set ylabel "messages per second"
 set logscale xy
-set xtics ("100" 100, "1 KiB" 1024, "4 KiB" 4096, "8 KiB" 8192, "16 KiB" 16384)
-set key outside right top
+set xrange [80:20000]
+set xtics ("100 B" 100, "1 KiB" 1024, "4 KiB" 4096, "16 KiB" 16384)
+set key left bottom box opaque
 set grid
 plot dat using 1:5 with linespoints title "ceiling: encode + CRC into a warm mapping", \
      dat using 1:4 with linespoints title "engine append (C API, async)", \
