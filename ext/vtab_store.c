@@ -34,12 +34,14 @@
 ** commit-log offset. Inside BEGIN ... COMMIT rows are kept per connection
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
 ** TO and a failed statement drop exactly their rows; DROP TABLE is refused
-** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' the
-** append returns only once on disk. UPDATE and DELETE are refused: messages
-** are immutable, and leave the store only when their commit-log segment
-** expires (CleanCommitLogService). A readonly=1 table refuses INSERT even
-** when this process also has the store open for writing. A full disk
-** (above disk_warning_ratio) fails INSERT, or COMMIT, with SQLITE_FULL.
+** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' a COMMIT,
+** or an autocommit statement, returns only once its rows are on disk (one
+** wait at the statement's end, however many rows it inserted). UPDATE and
+** DELETE are refused: messages are immutable, and leave the store only when
+** their commit-log segment expires (CleanCommitLogService). A readonly=1
+** table refuses INSERT even when this process also has the store open for
+** writing. A full disk (above disk_warning_ratio) fails INSERT, or COMMIT,
+** with SQLITE_FULL.
 **
 ** Expiry and readers. A cursor keeps reading a segment that expiry deletes
 ** under it until it lets go; one that holds it longer than clean_grace_ms
