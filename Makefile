@@ -15,7 +15,8 @@
 #                         consumer offsets (TORTURE_CONSUMER_KILLS), of an HA
 #                         sync master and its slave (TORTURE_HA_KILLS); `make check`
 #                         runs a few of each
-#   make bench            build and run test/bench/*
+#   make bench            build and run test/bench/*: the goals' table first
+#   make bench QUICK=1    only that table, with fewer messages (under a minute)
 #   make demo             the README's first command
 #   make install          the extension, the engine library and its headers
 #                         under $(DESTDIR)$(PREFIX) (see below); make uninstall
@@ -34,6 +35,7 @@
 BUILD ?= build
 CFLAGS ?= -O2 -g
 OPT ?=
+QUICK ?=
 WERROR ?=
 T ?=
 AR ?= ar
@@ -154,9 +156,18 @@ tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT=-O1 WERROR=-Werror \
 	  SAN_FLAGS="$(TSAN_FLAGS)" check
 
+# The goals' table first (build/bench/results.json, throughput.png; gnuplot-nox
+# installed when missing, as root), then, unless QUICK=1, the other benches.
 bench: all $(BENCHES)
-	@if [ -z "$(BENCHES)" ]; then echo "no benchmarks yet"; fi
-	@set -e; for b in $(BENCHES); do echo "== $$b"; RMQ_EXT=$(BUILD)/rocketmq $$b; done
+	@test/bench/deps.sh
+	RMQ_EXT=$(BUILD)/rocketmq RMQ_BENCH_OUT=$(BUILD)/bench RMQ_BENCH_QUICK=$(QUICK) \
+	  $(BUILD)/bench/bench_goals
+	@if command -v gnuplot >/dev/null 2>&1; then \
+	  gnuplot -e "dat='$(BUILD)/bench/throughput.dat'; png='$(BUILD)/bench/throughput.png'" \
+	    test/bench/throughput.gp && echo "chart: $(BUILD)/bench/throughput.png"; fi
+	@set -e; if [ -z "$(QUICK)" ]; then \
+	  for b in $(filter-out %/bench_goals,$(BENCHES)); do \
+	    echo "== $$b"; RMQ_EXT=$(BUILD)/rocketmq $$b; done; fi
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "rmq.h"
+#include "store.h"
 
 typedef struct batch_block {
   struct batch_block *next; /* the block before it */
@@ -154,7 +155,8 @@ void rmq_batch_clear(rmq_batch *b) {
   for (int i = 0; i < b->nmarks; i++) b->marks[i] = (batch_mark){NULL, 0, 0};
 }
 
-int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err) {
+/* end_offset NULL: a put that waits for flush='sync'; else rmq_store_put_encoded_unflushed. */
+static int append(rmq_batch *b, int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
   *first_offset = -1;
   if (b->count == 0) return RMQ_OK;
   int n = 0;
@@ -166,11 +168,23 @@ int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err) {
   for (batch_block *blk = b->blocks; blk; blk = blk->next) {
     if (blk->used > 0) spans[--i] = (rmq_span){blk->data, blk->used};
   }
-  int rc = rmq_store_put_encoded(b->store, spans, n, b->count, first_offset, err);
+  int rc = end_offset ? rmq_store_put_encoded_unflushed(b->store, spans, n, b->count, first_offset,
+                                                        end_offset, err)
+                      : rmq_store_put_encoded(b->store, spans, n, b->count, first_offset, err);
   if (spans != local) free(spans);
   /* Appended, even if its flush or a slave's ack then failed: never again. */
   if (rc == RMQ_OK || *first_offset >= 0) rmq_batch_clear(b);
   return rc;
+}
+
+int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err) {
+  return append(b, first_offset, NULL, err);
+}
+
+int rmq_batch_append_unflushed(rmq_batch *b, int64_t *first_offset, int64_t *end_offset,
+                               rmq_err *err) {
+  *end_offset = 0;
+  return append(b, first_offset, end_offset, err);
 }
 
 void rmq_batch_free(rmq_batch *b) {

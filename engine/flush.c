@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "service_thread.h"
 
@@ -24,8 +25,12 @@ struct rmq_flush_service {
   rmq_service_thread commit_thread; /* only with a transient store pool */
   pthread_mutex_t gc_mu;
   pthread_cond_t gc_done;
+  pthread_cond_t gc_arrived; /* as many requests wait as the last flush served */
   group_commit_request *requests_write;
   group_commit_request *requests_read;
+  int pending;                 /* requests in requests_write */
+  int last_served;             /* requests the last flush served */
+  int64_t last_flush_ns;       /* how long that flush took */
   char io_error[512];          /* the failure that poisoned the log, for waiting producers */
   _Atomic int64_t flush_runs;  /* passes of the flush thread that forced something */
   _Atomic int64_t commit_runs; /* passes of CommitRealTimeService that committed something */
@@ -168,15 +173,46 @@ static int flush_to(rmq_flush_service *fs, int64_t target, rmq_err *err) {
   return rc;
 }
 
+static int64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* At most this long a flush waits for the writers of the last one to come back. */
+#define GATHER_MAX_NS 1000000
+
+/*
+** The writers the last flush woke come back one by one; flushing at the
+** first of them would flush once for every few. So wait, at most as long as
+** the last flush took, until as many requests wait as it served: a steady
+** set of writers shares each flush, and a lone writer never waits. Called
+** with gc_mu held.
+*/
+static void gather_requests(rmq_flush_service *fs) {
+  if (fs->pending == 0 || fs->pending >= fs->last_served) return;
+  int64_t wait = fs->last_flush_ns < GATHER_MAX_NS ? fs->last_flush_ns : GATHER_MAX_NS;
+  int64_t end = monotonic_ns() + wait;
+  struct timespec deadline = {end / 1000000000, end % 1000000000};
+  while (fs->pending < fs->last_served) {
+    if (pthread_cond_timedwait(&fs->gc_arrived, &fs->gc_mu, &deadline) != 0) break;
+  }
+}
+
 static void group_commit_once(rmq_flush_service *fs) {
   pthread_mutex_lock(&fs->gc_mu);
+  gather_requests(fs);
   fs->requests_read = fs->requests_write;
   fs->requests_write = NULL;
+  int served = fs->pending;
+  fs->pending = 0;
   int64_t target = max_requested(fs->requests_read);
   pthread_mutex_unlock(&fs->gc_mu);
 
   rmq_err err = {0};
+  int64_t t0 = monotonic_ns();
   int rc = flush_to(fs, target, &err);
+  int64_t took = monotonic_ns() - t0;
   if (rc != RMQ_OK) {
     pthread_mutex_lock(&fs->gc_mu);
     snprintf(fs->io_error, sizeof fs->io_error, "%s", err.msg);
@@ -186,6 +222,10 @@ static void group_commit_once(rmq_flush_service *fs) {
     record_flush_time(fs);
   }
   pthread_mutex_lock(&fs->gc_mu);
+  if (served > 0) {
+    fs->last_served = served;
+    fs->last_flush_ns = took;
+  }
   complete_requests(fs, rc);
   pthread_mutex_unlock(&fs->gc_mu);
 }
@@ -207,6 +247,7 @@ static void unlink_request(rmq_flush_service *fs, group_commit_request *r) {
     for (group_commit_request **p = lists[i]; *p; p = &(*p)->next) {
       if (*p == r) {
         *p = r->next;
+        if (i == 0) fs->pending--;
         return;
       }
     }
@@ -221,6 +262,7 @@ int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err) {
   pthread_mutex_lock(&fs->gc_mu);
   req.next = fs->requests_write;
   fs->requests_write = &req;
+  if (++fs->pending >= fs->last_served) pthread_cond_signal(&fs->gc_arrived);
   pthread_mutex_unlock(&fs->gc_mu);
   rmq_service_thread_wakeup(&fs->flush_thread);
 
@@ -259,6 +301,7 @@ rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
   fs->cfg = *cfg;
   pthread_mutex_init(&fs->gc_mu, NULL);
   rmq_cond_init_monotonic(&fs->gc_done);
+  rmq_cond_init_monotonic(&fs->gc_arrived);
   rmq_service_thread_init(&fs->flush_thread,
                           cfg->sync ? "GroupCommitService" : "FlushRealTimeService",
                           cfg->sync ? group_commit_run : flush_real_time_run, fs);
@@ -297,6 +340,7 @@ void rmq_flush_service_free(rmq_flush_service *fs) {
   rmq_err err = {0};
   if (!atomic_load(&fs->cl->poisoned)) rmq_flush_all(fs, NULL, &err);
   pthread_cond_destroy(&fs->gc_done);
+  pthread_cond_destroy(&fs->gc_arrived);
   pthread_mutex_destroy(&fs->gc_mu);
   free(fs);
 }

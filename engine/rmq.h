@@ -409,6 +409,13 @@ int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile);
 ** end. RMQ_EIO (the store is then poisoned), RMQ_EPOISONED.
 */
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
+/*
+** What a put waits for after its append: with flush='sync', until the
+** commit log is on disk up to end_offset (sharing the group commit), then on
+** a sync master until a slave has it; RMQ_OK at once when neither applies.
+** Errors as a put's wait (RMQ_EIO, RMQ_ETIMEOUT, RMQ_EPOISONED).
+*/
+int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err);
 
 /* ----------------------------------------------------------------- reads */
 
@@ -1000,6 +1007,13 @@ void rmq_batch_clear(rmq_batch *b);
 ** slave failed (*first_offset >= 0): then it is cleared, being in the log.
 */
 int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err);
+/*
+** As rmq_batch_append, but with flush='sync' it returns without waiting for
+** the disk: *end_offset, where the batch ends, goes to rmq_store_wait_flushed
+** before the batch is reported durable (several batches, one wait).
+*/
+int rmq_batch_append_unflushed(rmq_batch *b, int64_t *first_offset, int64_t *end_offset,
+                               rmq_err *err);
 /* Give the batch's memory back (NULL: nothing). */
 void rmq_batch_free(rmq_batch *b);
 

@@ -766,7 +766,17 @@ typedef struct put_args {
   int nspans;
   int n;                 /* messages, or records in the spans */
   int64_t *first_offset; /* spans: where the batch starts, -1 when it was not appended */
+  int64_t *end_offset;   /* set: where it ends, and the caller waits (rmq_store_wait_flushed) */
 } put_args;
+
+int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
+  int rc = s->cfg.flush_sync && s->flush ? rmq_flush_wait(s->flush, end_offset, err) : RMQ_OK;
+  /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
+  if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
+    rc = rmq_ha_service_wait(s->ha, end_offset, s->cfg.ha_slave_timeout_ms, err);
+  }
+  return rc;
+}
 
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
@@ -781,13 +791,13 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
                                                 a->first_offset, &end, err)
                     : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
   if (rc != RMQ_OK && a->spans) *a->first_offset = -1;
-  if (rc == RMQ_OK) rmq_reput_wakeup(s->reput);
-  if (rc == RMQ_OK && s->cfg.flush_sync) rc = rmq_flush_wait(s->flush, end, err);
-  /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
-  if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
-    rc = rmq_ha_service_wait(s->ha, end, s->cfg.ha_slave_timeout_ms, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_reput_wakeup(s->reput);
+  if (a->end_offset) {
+    *a->end_offset = end;
+    return RMQ_OK;
   }
-  return rc;
+  return rmq_store_wait_flushed(s, end, err);
 }
 
 void *rmq_store_staging_take(rmq_store *s) {
@@ -829,6 +839,16 @@ int rmq_store_put_encoded(rmq_store *s, const rmq_span *spans, int nspans, int c
                           int64_t *first_offset, rmq_err *err) {
   put_args a = {.spans = spans, .nspans = nspans, .n = count, .first_offset = first_offset};
   *first_offset = -1;
+  return timed_put(s, &a, err);
+}
+
+int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nspans, int count,
+                                    int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
+  put_args a = {.spans = spans,
+                .nspans = nspans,
+                .n = count,
+                .first_offset = first_offset,
+                .end_offset = end_offset};
   return timed_put(s, &a, err);
 }
 

@@ -26,6 +26,12 @@ rmq_retired_files *rmq_store_retired(rmq_store *s);
 rmq_schedule_service *rmq_store_schedule(rmq_store *s);
 /* How the open found config/delayOffset.json: "" when it was sound or missing. */
 const char *rmq_store_delay_offset_report(rmq_store *s);
+/*
+** rmq_store_put_encoded without waiting for flush='sync': *end_offset gets
+** where the batch ends, for rmq_store_wait_flushed (rmq_batch_append_unflushed).
+*/
+int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nspans, int count,
+                                    int64_t *first_offset, int64_t *end_offset, rmq_err *err);
 /* The runs of the flush, commit and consume-queue flush services (rmq_stats). */
 void rmq_store_service_runs(rmq_store *s, rmq_stats *st);
 /*

@@ -34,12 +34,14 @@
 ** commit-log offset. Inside BEGIN ... COMMIT rows are kept per connection
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
 ** TO and a failed statement drop exactly their rows; DROP TABLE is refused
-** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' the
-** append returns only once on disk. UPDATE and DELETE are refused: messages
-** are immutable, and leave the store only when their commit-log segment
-** expires (CleanCommitLogService). A readonly=1 table refuses INSERT even
-** when this process also has the store open for writing. A full disk
-** (above disk_warning_ratio) fails INSERT, or COMMIT, with SQLITE_FULL.
+** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' a COMMIT,
+** or an autocommit statement, returns only once its rows are on disk (one
+** wait at the statement's end, however many rows it inserted). UPDATE and
+** DELETE are refused: messages are immutable, and leave the store only when
+** their commit-log segment expires (CleanCommitLogService). A readonly=1
+** table refuses INSERT even when this process also has the store open for
+** writing. A full disk (above disk_warning_ratio) fails INSERT, or COMMIT,
+** with SQLITE_FULL.
 **
 ** Expiry and readers. A cursor keeps reading a segment that expiry deletes
 ** under it until it lets go; one that holds it longer than clean_grace_ms
@@ -135,8 +137,9 @@ typedef struct store_vtab {
   rmq_batch *batch; /* the open transaction's rows; NULL while store is */
   char *dir;
   rmq_config cfg;
-  rmqx_row_state row; /* what INSERT keeps from one row to the next (row.c) */
-  bool readonly;      /* readonly=1, even when the engine it shares is writable */
+  rmqx_row_state row;    /* what INSERT keeps from one row to the next (row.c) */
+  bool readonly;         /* readonly=1, even when the engine it shares is writable */
+  int64_t unflushed_end; /* autocommit rows appended, whose flush xSync waits for; 0: none */
 } store_vtab;
 
 /*
@@ -1106,11 +1109,15 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     *rowid = -1;
     return SQLITE_OK;
   }
-  int64_t offset = 0;
+  /* The statement's flush is awaited once, at its end (xSync): INSERT ... SELECT flushes once. */
+  int64_t offset = 0, end = 0;
   rmq_err err = {0};
-  rc = put_result(vt, rmq_batch_append(vt->batch, &offset, &err), &err);
+  rc = put_result(vt, rmq_batch_append_unflushed(vt->batch, &offset, &end, &err), &err);
   rmq_batch_clear(vt->batch);
-  if (rc == SQLITE_OK) *rowid = offset;
+  if (rc == SQLITE_OK) {
+    *rowid = offset;
+    vt->unflushed_end = end;
+  }
   return rc;
 }
 
@@ -1118,6 +1125,18 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
 
 /* A write statement begins here: the store's error, if it cannot be opened, comes first. */
 static int store_begin(sqlite3_vtab *base) { return store_ready((store_vtab *)base); }
+
+/*
+** The autocommit rows of the statement ending are on disk (flush='sync')
+** before it reports success, as they were when each waited for itself.
+*/
+static int wait_flushed(store_vtab *vt) {
+  if (vt->unflushed_end == 0) return SQLITE_OK;
+  int64_t end = vt->unflushed_end;
+  vt->unflushed_end = 0;
+  rmq_err err = {0};
+  return put_result(vt, rmq_store_wait_flushed(vt->store, end, &err), &err);
+}
 
 /*
 ** COMMIT appends the transaction's rows here, so that a failure can still
@@ -1129,6 +1148,8 @@ static int store_sync(sqlite3_vtab *base) {
   store_vtab *vt = (store_vtab *)base;
   int64_t first;
   rmq_err err = {0};
+  int rc = wait_flushed(vt);
+  if (rc != SQLITE_OK) return rc;
   return put_result(vt, rmq_batch_append(vt->batch, &first, &err), &err);
 }
 
@@ -1139,7 +1160,11 @@ static int store_commit(sqlite3_vtab *base) {
   return SQLITE_OK;
 }
 
-static int store_rollback(sqlite3_vtab *base) { return store_commit(base); }
+/* A failed statement's rows appended before the failure are made durable all the same. */
+static int store_rollback(sqlite3_vtab *base) {
+  wait_flushed((store_vtab *)base);
+  return store_commit(base);
+}
 
 static int store_savepoint(sqlite3_vtab *base, int level) {
   store_vtab *vt = (store_vtab *)base;

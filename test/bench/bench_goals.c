@@ -1,0 +1,736 @@
+/*
+** bench_goals.c: the store's performance goals, each beside its baseline
+** measured in the same run (make bench; make bench QUICK=1 for a short run).
+**
+**   1. End to end through SQL, as a user of the sqlite3 shell waits for it:
+**      start the shell, INSERT ... SELECT ... FROM generate_series(0, N-1)
+**      (one statement, so one transaction), look the last row up by key,
+**      exit. rocketmq:
+**      flush='sync', `topic = ? AND key = ?` (which waits for dispatch).
+**      plain: WAL, synchronous=FULL, indexes on (topic, queue_id,
+**      queue_offset) and on keys. Goal: >= 3x plain.
+**   2. Engine append (C API, flush='async', 100 B) against the ceiling: a
+**      loop that builds the same messages and encodes them, with the body
+**      CRC, into a mapping warmed first. Goal: >= 50 % of it. And 4 writer
+**      threads at 1 KiB against 1: goal >= 1x.
+**   3. Group commit: 16 writers, flush='sync', 100 B, against the physical
+**      limit 16 / (median latency of a 4 KiB append + fdatasync in the same
+**      directory). Goal: >= 70 %.
+**   4. Dispatch of an already written commit log (its consume queues and
+**      index files removed, the store reopened): goal >= 3 M msg/s. Dispatch
+**      lag while one writer appends at half the rate of row 2: p99 < 1 ms.
+**   5. SQL reads (C API, prepared statements): queue 0 in batches of 32 and
+**      key look-ups of random keys, against the plain table. Goal: >= 2x.
+**   6. Resident memory outside mapped files (RssAnon) while 10 M messages
+**      are appended and dispatched: its growth after the first tenth. Goal:
+**      less than 8 MiB.
+** Then messages per second against body size (100 B ... 16 KiB) for row 1's
+** two recipes, the engine append and the ceiling (the same bytes per size).
+**
+** Env: RMQ_BENCH_QUICK=1 (fewer messages, one repetition), RMQ_EXT (the
+** extension, default build/rocketmq), RMQ_BENCH_OUT (default build/bench:
+** results.json and throughput.dat are written there), RMQ_BENCH_GOALS (e.g.
+** "3": only those goals, to profile one). Repeated figures are
+** medians, the targets alternating run by run.
+*/
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "message.h"
+#include "properties.h"
+#include "reput.h"
+#include "rmq.h"
+#include "store.h"
+
+#define TOPIC "BenchTopic"
+#define MAX_ROWS 64
+#define MAX_THREADS 16
+#define NSIZES 5
+
+static const int sizes[NSIZES] = {100, 1024, 4096, 8192, 16384};
+
+typedef struct settings {
+  bool quick;
+  int runs;     /* repetitions of each figure */
+  int sql_n;    /* row 1: messages at 100 B and 1 KiB */
+  int engine_n; /* row 2: messages per run */
+  int sync_n;   /* row 3: messages per writer */
+  int fsyncs;   /* row 3: appends timed for the physical limit */
+  int dispatch_n;
+  int reads_n; /* row 5: messages written before the reads */
+  int rss_n;   /* row 6 */
+  const char *ext, *out;
+} settings;
+
+typedef struct row {
+  const char *goal;
+  char what[96], base_what[64], unit[16];
+  double ours, base, ratio; /* ratio: ours / base, or base / ours when lower is better */
+  double target;            /* the ratio the goal asks for; 0: no goal */
+  char goal_text[24];       /* the goal as the table words it */
+  bool met;
+} row;
+
+static settings S;
+static row rows[MAX_ROWS];
+static int nrows;
+static double started;
+
+static void fail(const char *what, const char *why) {
+  fprintf(stderr, "bench_goals: %s: %s\n", what, why);
+  exit(1);
+}
+
+static row *add_row(const char *goal, const char *what, double ours, const char *unit, double base,
+                    const char *base_what, double target, bool lower_better) {
+  if (nrows == MAX_ROWS) fail("rows", "too many");
+  row *r = &rows[nrows++];
+  r->goal = goal;
+  snprintf(r->what, sizeof r->what, "%s", what);
+  snprintf(r->unit, sizeof r->unit, "%s", unit);
+  snprintf(r->base_what, sizeof r->base_what, "%s", base_what);
+  r->ours = ours;
+  r->base = base;
+  r->ratio = base > 0 && ours > 0 ? (lower_better ? base / ours : ours / base) : 0;
+  r->target = target;
+  r->met = target == 0 || r->ratio >= target;
+  snprintf(r->goal_text, sizeof r->goal_text, ">= %gx", target);
+  fprintf(stderr, "  %6.1f s  %s: %.4g\n", now_s() - started, r->what, ours);
+  return r;
+}
+
+static void make_dir(char *dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/rmq-bench-goals-XXXXXX");
+  if (!mkdtemp(dir)) fail("mkdtemp", "failed");
+}
+
+/* ------------------------------------------------- 1: the sqlite3 shell */
+
+/* Seconds for the shell to run script on db; its last line of output must be "1". */
+static double shell_run(const char *script, const char *db) {
+  char path[] = "/tmp/rmq-bench-goals-sql-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0 || write(fd, script, strlen(script)) != (ssize_t)strlen(script)) fail("script", path);
+  close(fd);
+  char cmd[512], out[256] = "", line[256];
+  snprintf(cmd, sizeof cmd, "sqlite3 -bail '%s' < '%s' 2>&1", db, path);
+  double t0 = now_s();
+  FILE *p = popen(cmd, "r");
+  if (!p) fail("popen", cmd);
+  while (fgets(line, sizeof line, p)) snprintf(out, sizeof out, "%s", line);
+  int rc = pclose(p);
+  double secs = now_s() - t0;
+  unlink(path);
+  if (rc != 0 || strcmp(out, "1\n") != 0) fail("sqlite3 shell", out);
+  return secs;
+}
+
+/* One end-to-end run of n messages of size bytes; plain or rocketmq; txn: in BEGIN ... COMMIT. */
+static double e2e_once(bool plain, int n, int size, bool txn) {
+  char dir[64], db[96];
+  make_dir(dir, sizeof dir);
+  char *setup = plain ? sqlite3_mprintf(
+                            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;\n"
+                            "CREATE TABLE mq(topic TEXT, queue_id INTEGER,"
+                            " queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB);\n"
+                            "CREATE INDEX mq_queue ON mq(topic, queue_id, queue_offset);\n"
+                            "CREATE INDEX mq_keys ON mq(keys);\n")
+                      : sqlite3_mprintf(".load %s\n"
+                                        "CREATE VIRTUAL TABLE mq USING rocketmq(dir='%q',"
+                                        " flush='sync');\n",
+                                        S.ext, dir);
+  /* The plain table numbers each queue itself; the store assigns queue_offset. */
+  char *script = sqlite3_mprintf(
+      "%s%s"
+      "INSERT INTO mq(topic, queue_id, %s tags, keys, body)"
+      " SELECT '" TOPIC "', value %% 4, %s 'TagA', 'key' || value, zeroblob(%d)"
+      " FROM generate_series(0, %d);\n"
+      "%s"
+      "SELECT count(*) FROM mq WHERE topic = '" TOPIC "' AND %s = 'key%d';\n",
+      setup, txn ? "BEGIN;\n" : "", plain ? "queue_offset," : "", plain ? "value / 4," : "", size,
+      n - 1, txn ? "COMMIT;\n" : "", plain ? "keys" : "key", n - 1);
+  snprintf(db, sizeof db, plain ? "%s/plain.db" : ":memory:", dir);
+  double secs = shell_run(script, db);
+  sqlite3_free(setup);
+  sqlite3_free(script);
+  rm_rf(dir);
+  return secs;
+}
+
+/* Medians of S.runs runs of each, alternating; msg/s. */
+static void e2e(int n, int size, bool txn, double *ours, double *plain) {
+  double o[8], p[8];
+  for (int i = 0; i < S.runs; i++) {
+    o[i] = e2e_once(false, n, size, txn);
+    p[i] = e2e_once(true, n, size, txn);
+  }
+  *ours = n / median(o, S.runs);
+  *plain = n / median(p, S.runs);
+}
+
+/* -------------------------------------------------- 2: engine and ceiling */
+
+typedef struct producer {
+  rmq_uniq_key_gen *gen;
+  uint8_t body[16384];
+  char props[160];
+  rmq_message m;
+} producer;
+
+/* Message i as a producer sends it: UNIQ_KEY, KEYS key<i>, TAGS TagA. */
+static void producer_next(producer *p, int i, int queue, int body_len) {
+  char uniq[RMQ_MSG_ID_MAX], key[24];
+  int ulen = rmq_uniq_key_next(p->gen, uniq);
+  int klen = snprintf(key, sizeof key, "key%d", i);
+  size_t plen = 0;
+  rmq_properties_append(p->props, sizeof p->props, &plen, "UNIQ_KEY", 8, uniq, (size_t)ulen);
+  rmq_properties_append(p->props, sizeof p->props, &plen, "KEYS", 4, key, (size_t)klen);
+  rmq_properties_append(p->props, sizeof p->props, &plen, "TAGS", 4, "TagA", 4);
+  p->m = (rmq_message){.topic = TOPIC,
+                       .topic_len = (int32_t)strlen(TOPIC),
+                       .queue_id = queue,
+                       .body = p->body,
+                       .body_len = body_len,
+                       .properties = p->props,
+                       .properties_len = (int32_t)plen,
+                       .born_timestamp = rmq_now_ms()};
+  rmq_host_parse("10.0.0.1:40000", &p->m.born_host);
+}
+
+static producer *producer_new(void) {
+  producer *p = calloc(1, sizeof *p);
+  if (!p || !(p->gen = rmq_uniq_key_gen_new())) fail("producer", "out of memory");
+  memset(p->body, 'm', sizeof p->body);
+  return p;
+}
+
+static void producer_free(producer *p) {
+  rmq_uniq_key_gen_free(p->gen);
+  free(p);
+}
+
+static rmq_store *open_store(const char *dir, bool sync) {
+  rmq_config cfg;
+  rmq_config_init(&cfg);
+  cfg.flush_sync = sync;
+  rmq_store *s;
+  rmq_err err = {0};
+  if (rmq_store_open(dir, &cfg, &s, &err) != RMQ_OK) fail("open", err.msg);
+  return s;
+}
+
+typedef struct writer_arg {
+  rmq_store *s;
+  int n, first, queue, body_len; /* queue < 0: message i goes to queue i % 4 */
+  double pace;                   /* messages per second; 0: flat out */
+  pthread_barrier_t *start;
+} writer_arg;
+
+static void *writer_main(void *a) {
+  writer_arg *w = a;
+  producer *p = producer_new();
+  rmq_err err = {0};
+  if (w->start) pthread_barrier_wait(w->start);
+  double t0 = now_s();
+  for (int i = w->first; i < w->first + w->n; i++) {
+    producer_next(p, i, w->queue < 0 ? i % 4 : w->queue, w->body_len);
+    if (rmq_store_put(w->s, &p->m, 1, NULL, &err) != RMQ_OK) fail("put", err.msg);
+    /* Paced by sleeping, not spinning: the dispatcher needs the other core. */
+    double ahead = w->pace > 0 ? t0 + (i - w->first + 1) / w->pace - now_s() : 0;
+    if (ahead > 100e-6) usleep((useconds_t)(ahead * 1e6));
+  }
+  producer_free(p);
+  return NULL;
+}
+
+/* msg/s of n puts of body_len bytes from `threads` writers, each its own queue (1: i % 4). */
+static double engine_once(int n, int body_len, int threads, bool sync) {
+  char dir[64];
+  make_dir(dir, sizeof dir);
+  rmq_store *s = open_store(dir, sync);
+  pthread_t th[MAX_THREADS];
+  writer_arg a[MAX_THREADS];
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+  for (int t = 0; t < threads; t++) {
+    a[t] = (writer_arg){s, n / threads, t * (n / threads), threads == 1 ? -1 : t, body_len,
+                        0, &start};
+    pthread_create(&th[t], NULL, writer_main, &a[t]);
+  }
+  pthread_barrier_wait(&start);
+  double t0 = now_s();
+  for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+  double secs = now_s() - t0;
+  pthread_barrier_destroy(&start);
+  rmq_store_close(s);
+  rm_rf(dir);
+  return (double)(n / threads * threads) / secs;
+}
+
+/* msg/s of building and encoding the same messages, body CRC included, into a warm mapping. */
+static double ceiling_once(int n, int body_len) {
+  size_t cap = (size_t)n * ((size_t)body_len + 400);
+  char path[] = "/tmp/rmq-bench-goals-ceiling-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0 || ftruncate(fd, (off_t)cap) != 0) fail("ceiling", path);
+  uint8_t *map = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) fail("ceiling", "mmap");
+  for (size_t i = 0; i < cap; i += 4096) map[i] = 0;
+  producer *p = producer_new();
+  size_t pos = 0;
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    producer_next(p, i, i % 4, body_len);
+    p->m.body_crc = rmq_body_crc(p->m.body, (size_t)body_len);
+    int32_t len = rmq_message_encode(&p->m, map + pos, cap - pos);
+    if (len < 0) fail("ceiling", "encode");
+    pos += (size_t)len;
+  }
+  double secs = now_s() - t0;
+  producer_free(p);
+  munmap(map, cap);
+  close(fd);
+  unlink(path);
+  return n / secs;
+}
+
+/* Medians of alternating runs of the engine (threads writers) and the ceiling. */
+static void engine_vs_ceiling(int n, int body_len, int threads, double *eng, double *ceil) {
+  double e[8], c[8];
+  for (int i = 0; i < S.runs; i++) {
+    e[i] = engine_once(n, body_len, threads, false);
+    c[i] = ceil ? ceiling_once(n, body_len) : 0;
+  }
+  *eng = median(e, S.runs);
+  if (ceil) *ceil = median(c, S.runs);
+}
+
+/* ------------------------------------------------------ 3: group commit */
+
+/* 16 / the median latency of a 4 KiB append and fdatasync, in /tmp as the stores. */
+static double fsync_limit(int appends) {
+  char dir[64], path[96];
+  make_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/append", dir);
+  int fd = open(path, O_CREAT | O_WRONLY, 0644);
+  if (fd < 0) fail("fsync limit", path);
+  static char block[4096];
+  memset(block, 'f', sizeof block);
+  double *lat = malloc(sizeof(double) * (size_t)appends);
+  for (int i = 0; i < appends; i++) {
+    double t0 = now_s();
+    if (pwrite(fd, block, sizeof block, (off_t)i * 4096) != 4096 || fdatasync(fd) != 0)
+      fail("fsync limit", "write");
+    lat[i] = now_s() - t0;
+  }
+  double med = median(lat, appends);
+  free(lat);
+  close(fd);
+  rm_rf(dir);
+  return 16 / med;
+}
+
+/* -------------------------------------------------------- 4: dispatch */
+
+/* Seconds to open (and close) the store in dir. */
+static double time_open(const char *dir) {
+  double t0 = now_s();
+  rmq_store *s = open_store(dir, false);
+  double secs = now_s() - t0;
+  rmq_store_close(s);
+  return secs;
+}
+
+/*
+** msg/s of dispatching n 100 B messages written before: the open waits for
+** the consume queues to catch up, so the time of an open that finds them
+** removed, less that of one that finds them whole.
+*/
+static double dispatch_rate(int n) {
+  char dir[64], cmd[160];
+  make_dir(dir, sizeof dir);
+  rmq_store *s = open_store(dir, false);
+  writer_arg a = {s, n, 0, -1, 100, 0, NULL};
+  writer_main(&a);
+  rmq_store_close(s);
+  double whole = time_open(dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s/consumequeue' '%s/index'", dir, dir);
+  if (system(cmd) != 0) fail("dispatch", cmd);
+  double rebuilt = time_open(dir);
+  rm_rf(dir);
+  return n / (rebuilt - whole);
+}
+
+typedef struct lag_sampler {
+  rmq_store *s;
+  atomic_bool done;
+  double *us;
+  int n, cap;
+} lag_sampler;
+
+/* Note the commit-log end, sleep on the dispatcher's progress until it passes it. */
+static void *sample_lag(void *p) {
+  lag_sampler *ls = p;
+  rmq_commitlog *cl = rmq_store_commitlog(ls->s);
+  rmq_reput_service *r = rmq_store_reput(ls->s);
+  while (!atomic_load(&ls->done) && ls->n < ls->cap) {
+    int64_t end = rmq_commitlog_max_offset(cl);
+    double t0 = now_s();
+    rmq_err err = {0};
+    if (rmq_reput_wait_for(r, end, 10000, &err) != RMQ_OK) fail("lag", err.msg);
+    ls->us[ls->n++] = (now_s() - t0) * 1e6;
+    usleep(200);
+  }
+  return NULL;
+}
+
+/* p99 (and *p50) of the dispatch lag, in us, while n messages are put at rate msg/s. */
+static double dispatch_lag(int n, double rate, double *p50) {
+  char dir[64];
+  make_dir(dir, sizeof dir);
+  rmq_store *s = open_store(dir, false);
+  lag_sampler ls = {.s = s, .cap = 200000};
+  ls.us = malloc(sizeof(double) * (size_t)ls.cap);
+  pthread_t th;
+  pthread_create(&th, NULL, sample_lag, &ls);
+  writer_arg a = {s, n, 0, -1, 100, rate, NULL};
+  writer_main(&a);
+  atomic_store(&ls.done, true);
+  pthread_join(th, NULL);
+  rmq_store_close(s);
+  rm_rf(dir);
+  qsort(ls.us, (size_t)ls.n, sizeof(double), cmp_double);
+  *p50 = ls.us[ls.n / 2];
+  double p99 = ls.us[(size_t)ls.n * 99 / 100];
+  free(ls.us);
+  return p99;
+}
+
+/* ---------------------------------------------------------- 5: SQL reads */
+
+static void exec_sql(sqlite3 *db, const char *sql) {
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail(sql, err);
+}
+
+/* The library has no generate_series (the shell has): 0..%d by a recursive CTE. */
+#define SERIES                                                                       \
+  "WITH RECURSIVE series(value) AS (SELECT 0 UNION ALL SELECT value + 1 FROM series" \
+  " WHERE value < %d) "
+
+static sqlite3 *reads_db(bool plain, const char *dir, int n) {
+  sqlite3 *db;
+  char path[96];
+  snprintf(path, sizeof path, "%s/plain.db", dir);
+  if (sqlite3_open(plain ? path : ":memory:", &db) != SQLITE_OK) fail("open", path);
+  char *sql;
+  if (plain) {
+    sql = sqlite3_mprintf(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+        "CREATE TABLE mq(topic TEXT, queue_id INTEGER, queue_offset INTEGER, tags TEXT,"
+        " keys TEXT, body BLOB);"
+        "CREATE INDEX mq_queue ON mq(topic, queue_id, queue_offset);"
+        "CREATE INDEX mq_keys ON mq(keys);" SERIES
+        "INSERT INTO mq(topic, queue_id, queue_offset, tags, keys, body)"
+        " SELECT '" TOPIC "', value %% 4, value / 4, 'TagA', 'key' || value, zeroblob(100)"
+        " FROM series;",
+        n - 1);
+  } else {
+    char *err = NULL;
+    sqlite3_enable_load_extension(db, 1);
+    if (sqlite3_load_extension(db, S.ext, NULL, &err) != SQLITE_OK) fail(S.ext, err);
+    sql = sqlite3_mprintf("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%q', flush='sync');"
+                          "BEGIN;" SERIES "INSERT INTO mq(topic, queue_id, tags, keys, body)"
+                          " SELECT '" TOPIC "', value %% 4, 'TagA', 'key' || value, zeroblob(100)"
+                          " FROM series;"
+                          "COMMIT;"
+                          "SELECT count(*) FROM mq WHERE topic = '" TOPIC "' AND key = 'key0';",
+                          dir, n - 1);
+  }
+  exec_sql(db, sql);
+  sqlite3_free(sql);
+  return db;
+}
+
+/* Step st to its end, touching each column as a consumer does; rows. */
+static int drain(sqlite3 *db, sqlite3_stmt *st, uint64_t *sum) {
+  int rows = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    *sum += (uint64_t)sqlite3_column_int64(st, 0) + (uint64_t)sqlite3_column_bytes(st, 1) +
+            (uint64_t)sqlite3_column_bytes(st, 2) + (uint64_t)sqlite3_column_bytes(st, 3);
+    rows++;
+  }
+  if (rc != SQLITE_DONE) fail("read", sqlite3_errmsg(db));
+  sqlite3_reset(st);
+  return rows;
+}
+
+/* rows/s reading queue 0 in batches of 32, and *keys: look-ups/s of random keys. */
+static double reads_once(sqlite3 *db, bool plain, int n, double *keys) {
+  sqlite3_stmt *cq, *key;
+  const char *cols = "SELECT queue_offset, tags, keys, body FROM mq WHERE topic = ?1 AND ";
+  char sql[256];
+  snprintf(sql, sizeof sql, "%squeue_id = 0 AND queue_offset >= ?2 AND queue_offset < ?3", cols);
+  if (sqlite3_prepare_v2(db, sql, -1, &cq, NULL) != SQLITE_OK) fail(sql, sqlite3_errmsg(db));
+  snprintf(sql, sizeof sql, "%s%s = ?2", cols, plain ? "keys" : "key");
+  if (sqlite3_prepare_v2(db, sql, -1, &key, NULL) != SQLITE_OK) fail(sql, sqlite3_errmsg(db));
+  uint64_t sum = 0, x = 88172645463325252ull;
+  int64_t got = 0, queue_rows = (n + 3) / 4;
+  double t0 = now_s();
+  for (int64_t off = 0; off < queue_rows; off += 32) {
+    sqlite3_bind_text(cq, 1, TOPIC, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(cq, 2, off);
+    sqlite3_bind_int64(cq, 3, off + 32);
+    got += drain(db, cq, &sum);
+  }
+  double rate = (double)got / (now_s() - t0);
+  int lookups = n / 10, found = 0;
+  t0 = now_s();
+  for (int i = 0; i < lookups; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    char k[24];
+    int klen = snprintf(k, sizeof k, "key%d", (int)(x % (uint64_t)n));
+    sqlite3_bind_text(key, 1, TOPIC, -1, SQLITE_STATIC);
+    sqlite3_bind_text(key, 2, k, klen, SQLITE_STATIC);
+    found += drain(db, key, &sum);
+  }
+  *keys = lookups / (now_s() - t0);
+  if (got != queue_rows || found != lookups) fail("reads", "rows missing");
+  sqlite3_finalize(cq);
+  sqlite3_finalize(key);
+  return rate;
+}
+
+/* Medians over S.runs passes of each, alternating. */
+static void reads(int n, double cq[2], double keys[2]) {
+  char dirs[2][64];
+  sqlite3 *db[2];
+  for (int t = 0; t < 2; t++) {
+    make_dir(dirs[t], sizeof dirs[t]);
+    db[t] = reads_db(t == 1, dirs[t], n);
+  }
+  double c[2][8], k[2][8];
+  for (int i = 0; i < S.runs; i++)
+    for (int t = 0; t < 2; t++) c[t][i] = reads_once(db[t], t == 1, n, &k[t][i]);
+  for (int t = 0; t < 2; t++) {
+    cq[t] = median(c[t], S.runs);
+    keys[t] = median(k[t], S.runs);
+    sqlite3_close(db[t]);
+    rm_rf(dirs[t]);
+  }
+}
+
+/* ------------------------------------------------------------ 6: memory */
+
+/* This process's resident memory outside file mappings (RssAnon), MiB. */
+static double rss_anon_mib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "RssAnon: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb / 1024.0;
+}
+
+/* RssAnon after the first tenth of n messages (*first) and after all of them, dispatched. */
+static double rss_growth(int n, double *first, double *last) {
+  char dir[64];
+  make_dir(dir, sizeof dir);
+  rmq_store *s = open_store(dir, false);
+  rmq_err err = {0};
+  for (int part = 0; part < 10; part++) {
+    writer_arg a = {s, n / 10, part * (n / 10), -1, 100, 0, NULL};
+    writer_main(&a);
+    if (rmq_store_wait_dispatched(s, &err) != RMQ_OK) fail("rss", err.msg);
+    if (part == 0) *first = rss_anon_mib();
+  }
+  *last = rss_anon_mib();
+  rmq_store_close(s);
+  rm_rf(dir);
+  return *last - *first;
+}
+
+/* ------------------------------------------------------------- report */
+
+static void print_table(void) {
+  printf("\n%-4s %-52s %14s %-10s %14s %-30s %8s  %s\n", "goal", "what", "ours", "unit", "baseline",
+         "baseline is", "ratio", "verdict");
+  for (int i = 0; i < nrows; i++) {
+    row *r = &rows[i];
+    char verdict[48] = "", base[24] = "-", ratio[16] = "-";
+    if (r->target > 0)
+      snprintf(verdict, sizeof verdict, "%s: goal %s", r->met ? "met" : "MISSED", r->goal_text);
+    if (r->base > 0) snprintf(base, sizeof base, "%.4g", r->base);
+    if (r->ratio > 0) snprintf(ratio, sizeof ratio, "%.2fx", r->ratio);
+    printf("%-4s %-52s %14.4g %-10s %14s %-30s %8s  %s\n", r->goal, r->what, r->ours, r->unit, base,
+           r->base_what, ratio, verdict);
+  }
+}
+
+static void write_json(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) fail("write", path);
+  fprintf(f, "{\n  \"quick\": %s,\n  \"sqlite\": \"%s\",\n  \"rows\": [\n",
+          S.quick ? "true" : "false", sqlite3_libversion());
+  for (int i = 0; i < nrows; i++) {
+    row *r = &rows[i];
+    fprintf(f,
+            "    {\"goal\": \"%s\", \"what\": \"%s\", \"ours\": %.6g, \"unit\": \"%s\","
+            " \"baseline\": %.6g, \"baseline_is\": \"%s\", \"ratio\": %.4g, \"target\": %g,"
+            " \"goal_is\": \"%s\", \"met\": %s}%s\n",
+            r->goal, r->what, r->ours, r->unit, r->base, r->base_what, r->ratio, r->target,
+            r->target == 0 ? "" : r->goal_text,
+            r->target == 0 ? "null"
+            : r->met       ? "true"
+                           : "false",
+            i + 1 < nrows ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  fclose(f);
+}
+
+static void settings_init(void) {
+  const char *q = getenv("RMQ_BENCH_QUICK");
+  S.quick = q && *q && strcmp(q, "0") != 0;
+  S.runs = S.quick ? 1 : 3;
+  S.sql_n = 200000;
+  S.engine_n = S.quick ? 300000 : 1000000;
+  S.sync_n = S.quick ? 300 : 1500;
+  S.fsyncs = S.quick ? 50 : 200;
+  S.dispatch_n = S.quick ? 300000 : 1000000;
+  S.reads_n = S.quick ? 50000 : 200000;
+  S.rss_n = S.quick ? 1000000 : 10000000;
+  S.ext = getenv("RMQ_EXT") ? getenv("RMQ_EXT") : "build/rocketmq";
+  S.out = getenv("RMQ_BENCH_OUT") ? getenv("RMQ_BENCH_OUT") : "build/bench";
+}
+
+/* Row 1 at 100 B and 1 KiB, and every size for the chart. */
+static void end_to_end(FILE *dat) {
+  fprintf(dat, "# body_bytes store_sql_msgs_s plain_sqlite_msgs_s engine_append_msgs_s "
+               "ceiling_msgs_s\n");
+  for (int i = 0; i < NSIZES; i++) {
+    int size = sizes[i];
+    int n = size <= 1024 ? S.sql_n : (int)((int64_t)S.sql_n * 1024 / size);
+    double ours, plain, eng, ceil;
+    e2e(n, size, false, &ours, &plain);
+    engine_vs_ceiling(size <= 100 ? S.engine_n : S.engine_n / (size / 256), size, 1, &eng, &ceil);
+    fprintf(dat, "%d %.0f %.0f %.0f %.0f\n", size, ours, plain, eng, ceil);
+    char what[96];
+    snprintf(what, sizeof what, "SQL %d x %d B, durable + found by key, msg/s", n, size);
+    add_row(size <= 1024 ? "1" : "-", what, ours, "msg/s", plain, "plain SQLite, same recipe",
+            size <= 1024 ? 3 : 0, false);
+    if (size <= 1024) {
+      e2e(n, size, true, &ours, &plain);
+      add_row("-", "  ... the same in BEGIN ... COMMIT", ours, "msg/s", plain,
+              "plain SQLite, same recipe", 0, false);
+    }
+    fflush(stdout);
+  }
+}
+
+/* Goal 2; returns the 1-thread 100 B rate, which goal 4 paces at half of. */
+static double goal_append(void) {
+  double eng100, ceil100, eng1k, eng1k4;
+  engine_vs_ceiling(S.engine_n, 100, 1, &eng100, &ceil100);
+  add_row("2", "engine append, 100 B, 1 thread, async, msg/s", eng100, "msg/s", ceil100,
+          "encode + CRC into warm mapping", 0.5, false);
+  engine_vs_ceiling(S.engine_n, 1024, 1, &eng1k, NULL);
+  engine_vs_ceiling(S.engine_n, 1024, 4, &eng1k4, NULL);
+  add_row("2", "engine append, 1 KiB, 4 threads, async, msg/s", eng1k4, "msg/s", eng1k,
+          "the same with 1 thread", 1, false);
+  return eng100;
+}
+
+static void goal_group_commit(void) {
+  double gc[8], limit[8];
+  for (int i = 0; i < S.runs; i++) {
+    gc[i] = engine_once(S.sync_n * 16, 100, 16, true);
+    limit[i] = fsync_limit(S.fsyncs);
+  }
+  add_row("3", "group commit, 16 writers, sync, 100 B, msg/s", median(gc, S.runs), "msg/s",
+          median(limit, S.runs), "16 / median 4 KiB fdatasync", 0.7, false);
+}
+
+static void goal_dispatch(double eng100) {
+  double d[8];
+  for (int i = 0; i < S.runs; i++) d[i] = dispatch_rate(S.dispatch_n);
+  row *r = add_row("4", "dispatch of a written log (CQ + index), msg/s", median(d, S.runs), "msg/s",
+                   3e6, "the goal", 1, false);
+  snprintf(r->goal_text, sizeof r->goal_text, ">= 3 M msg/s");
+  if (eng100 == 0) engine_vs_ceiling(S.engine_n, 100, 1, &eng100, NULL);
+  double p50, p99 = dispatch_lag(S.dispatch_n, eng100 / 2, &p50);
+  char what[96];
+  snprintf(what, sizeof what, "dispatch lag p99 at %.0f msg/s (half), us", eng100 / 2);
+  r = add_row("4", what, p99, "us", 1000, "the goal (1 ms)", 1, true);
+  snprintf(r->goal_text, sizeof r->goal_text, "p99 < 1 ms");
+  add_row("-", "  ... its p50, us", p50, "us", 0, "", 0, true);
+}
+
+static void goal_reads(void) {
+  double cq[2], keys[2];
+  reads(S.reads_n, cq, keys);
+  add_row("5", "SQL read queue 0 by batches of 32, rows/s", cq[0], "rows/s", cq[1],
+          "plain SQLite, indexed", 2, false);
+  add_row("5", "SQL key look-ups, random keys, look-ups/s", keys[0], "/s", keys[1],
+          "plain SQLite, indexed", 2, false);
+}
+
+static void goal_memory(void) {
+  double first, last, growth = rss_growth(S.rss_n, &first, &last);
+  char what[96];
+  snprintf(what, sizeof what, "RssAnon after %d M msgs appended + dispatched, MiB",
+           S.rss_n / 1000000);
+  add_row("6", what, last, "MiB", first, "RssAnon after the first tenth", 0, false);
+  row *r = add_row("6", "  ... its growth after the first tenth, MiB", growth, "MiB", 8,
+                   "the goal (< 8 MiB)", 1, true);
+  r->met = growth < 8;
+  r->ratio = 0;
+  snprintf(r->goal_text, sizeof r->goal_text, "< 8 MiB");
+}
+
+/* Env RMQ_BENCH_GOALS (e.g. "3" or "24"): only those goals (profiling); default all. */
+static bool wanted(char goal) {
+  const char *only = getenv("RMQ_BENCH_GOALS");
+  return !only || !*only || strchr(only, goal);
+}
+
+int main(void) {
+  settings_init();
+  started = now_s();
+  printf("Goals of the store (%s run: %d repetition%s of each figure; SQLite %s)\n",
+         S.quick ? "QUICK" : "full", S.runs, S.runs > 1 ? "s, medians" : "", sqlite3_libversion());
+  char path[256];
+  if (wanted('1')) {
+    snprintf(path, sizeof path, "%s/throughput.dat", S.out);
+    FILE *dat = fopen(path, "w");
+    if (!dat) fail("write", path);
+    end_to_end(dat);
+    fclose(dat);
+  }
+  double eng100 = wanted('2') ? goal_append() : 0;
+  if (wanted('3')) goal_group_commit();
+  if (wanted('4')) goal_dispatch(eng100);
+  if (wanted('5')) goal_reads();
+  if (wanted('6')) goal_memory();
+
+  print_table();
+  snprintf(path, sizeof path, "%s/results.json", S.out);
+  write_json(path);
+  printf("\nrow 1: both include starting and closing the shell; bodies are zeroblob(size);"
+         " above 1 KiB\nthe same bytes per size (fewer messages). ratio: ours / baseline (for"
+         " a figure where lower\nis better, baseline / ours). Written: %s/results.json,"
+         " %s/throughput.dat.\n",
+         S.out, S.out);
+  return 0;
+}
