@@ -492,6 +492,18 @@ static void recheck_disk(rmq_commitlog *cl, int64_t end) {
   if (percent > cl->cfg.disk_warning_ratio) atomic_store(&cl->disk_full, percent);
 }
 
+/*
+** Outside the put lock, after bytes up to end were appended (a put or a
+** slave's append): look at the disk, and wake the commit service
+** (CommitLog.handleDiskFlush: the bytes reach the file and readers soon
+** after) and the HA sender.
+*/
+static void after_append(rmq_commitlog *cl, int64_t end) {
+  recheck_disk(cl, end);
+  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
+  if (cl->appended) cl->appended(cl->appended_ctx);
+}
+
 /* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
 static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                          int64_t total, stamp_state *st, int64_t *first_offset, rmq_err *err) {
@@ -520,11 +532,8 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
-  recheck_disk(cl, *end_offset);
-  /* CommitLog.handleDiskFlush: the written bytes reach the file (and readers) soon after. */
-  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
   atomic_fetch_add(&cl->put_count, count);
-  if (cl->appended) cl->appended(cl->appended_ctx);
+  after_append(cl, *end_offset);
   for (int i = 0; results && i < count; i++) {
     rmq_msg_id_format(&cl->cfg.store_host, results[i].physical_offset, results[i].msg_id);
   }
@@ -606,9 +615,7 @@ int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
   rc = locked_append_data(cl, offset, data, len, store_timestamp, err);
   put_unlock(cl);
   if (rc != RMQ_OK || len == 0) return rc;
-  recheck_disk(cl, offset + (int64_t)len);
-  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
-  if (cl->appended) cl->appended(cl->appended_ctx);
+  after_append(cl, offset + (int64_t)len);
   return RMQ_OK;
 }
 
