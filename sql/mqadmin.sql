@@ -5,17 +5,18 @@
 -- unset is NULL. README.md's "From mqadmin" table quotes each query, and
 -- test/mqadmin.test runs them.
 --
--- Here they read the store Apache RocketMQ 4.9.7 wrote in
--- test/golden/store-normal (see its MANIFEST.md), through a link named
--- store, read-only. That store has no consumer offsets: a broker keeps them
--- in config/consumerOffset.json, so the link points to a copy that gets the
--- offsets of a consumer group GroupX.
+-- Here they read, read-only, a copy named store of the store Apache
+-- RocketMQ 4.9.7 wrote in test/golden/store-normal (see its MANIFEST.md).
+-- A broker keeps its consumers' offsets in config/consumerOffset.json,
+-- which the golden store lacks: the copy gets one for a group GroupX.
 .load build/rocketmq
 .mode box
 .shell rm -rf build/mqadmin && mkdir -p build/mqadmin && cp -R test/golden/store-normal build/mqadmin/store
 .cd build/mqadmin
+.output /dev/null
 SELECT writefile('store/config/consumerOffset.json',
-                 '{"offsetTable":{"TopicA@GroupX":{0:2,1:2,2:0,3:1}}}') AS bytes;
+                 '{"offsetTable":{"TopicA@GroupX":{0:2,1:2,2:0,3:1}}}');
+.output
 CREATE VIRTUAL TABLE mq USING rocketmq(dir='store', readonly=1);
 
 -- mqadmin queryMsgById -i C000020A00002A9F00000000000000C3
