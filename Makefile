@@ -171,7 +171,7 @@ bench: all $(BENCHES)
 
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
-DEMO_SQL = quickstart consume consumer_group outbox joins admin broker_store delayed retention
+DEMO_SQL = quickstart consume consumer_group outbox joins admin broker_store mqadmin delayed retention
 demo: all
 	@rm -rf build/demo-store build/delayed-store build/retention-store
 	@for f in $(DEMO_SQL); do \
