@@ -7,8 +7,9 @@ hands the batch over again at the next start: at-least-once, as RocketMQ.
     python3 consumer.py STORE GROUP TOPIC QUEUE_ID [ARGUMENTS]
 
 (ARGUMENTS: more arguments of the rocketmq table, such as
-commitlog_file_size=65536 for a store made with it) prints each message of the queue that GROUP has not consumed, waits for
-more, and stops at SIGINT or SIGTERM. test/python_package.py runs consume()
+commitlog_file_size=65536 for a store made with it) prints each message of
+the queue that GROUP has not consumed, waits for more, and stops at SIGINT
+or SIGTERM. test/python_package.py runs consume()
 with a producer beside it.
 """
 import signal
