@@ -76,7 +76,7 @@ class PlatformWheel(bdist_wheel):
         return 'py3', 'none', super().get_tag()[2]
 
 
-os.makedirs(os.path.join(ROOT, BUILD_BASE), exist_ok=True)
+os.makedirs(os.path.join(ROOT, BUILD_BASE), exist_ok=True)  # egg_info wants its egg_base
 setup(
     version=rmq_version(),
     packages=['sqlite_rocketmq'],
