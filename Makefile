@@ -18,8 +18,9 @@
 #   make bench            build and run test/bench/*: the goals' table first
 #   make bench QUICK=1    only that table, with fewer messages (under a minute)
 #   make demo             the README's first command
-#   make install          the extension, the engine library and its headers
-#                         under $(DESTDIR)$(PREFIX) (see below); make uninstall
+#   make install          the extension, the Tcl package rocketmq, the engine
+#                         library and its headers under $(DESTDIR)$(PREFIX)
+#                         (see below); make uninstall
 #   make fuzz             build the libFuzzer targets and run each FUZZ_SECONDS
 #   make fuzz-build       only build them
 #   make format           clang-format the C sources in place
@@ -180,20 +181,33 @@ demo: all
 	done
 
 # Installed: the extension as $(LIBDIR)/sqlite3/rocketmq.so (where Debian's
-# SQLite extensions go: `.load /usr/lib/sqlite3/rocketmq`), the engine as
-# $(LIBDIR)/librocketmq-engine.a, and engine/rmq.h with the engine headers it
-# includes under $(INCLUDEDIR)/rocketmq/ (#include <rocketmq/rmq.h>).
+# SQLite extensions go: `.load /usr/lib/sqlite3/rocketmq`) and, as a symlink to
+# it, $(LIBDIR)/rocketmq.so: dlopen() finds a bare name in /usr/lib, so with
+# PREFIX=/usr `.load rocketmq` works (not with /usr/local: ld.so.cache holds
+# only lib*.so names, so there it is `.load /usr/local/lib/rocketmq`). The Tcl
+# package rocketmq in $(LIBDIR)/tcltk/rocketmq (on tclsh's auto_path for /usr
+# and /usr/local), which finds the extension relative to itself; the engine
+# as $(LIBDIR)/librocketmq-engine.a, and engine/rmq.h with the engine headers
+# it includes under $(INCLUDEDIR)/rocketmq/ (#include <rocketmq/rmq.h>).
+VERSION := $(shell sed -n 's/^\#define RMQ_VERSION "\(.*\)"$$/\1/p' engine/rmq.h)
+TCLPKGDIR = $(LIBDIR)/tcltk/rocketmq
 INSTALL_HEADERS = $(sort $(filter engine/%.h,$(shell $(CC) -MM -Iengine engine/rmq.h)))
 install: all
-	$(INSTALL) -d $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(INCLUDEDIR)/rocketmq
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(INCLUDEDIR)/rocketmq \
+	  $(DESTDIR)$(TCLPKGDIR)
 	$(INSTALL) -m 755 $(EXTENSION) $(DESTDIR)$(LIBDIR)/sqlite3/rocketmq.so
+	ln -sf sqlite3/rocketmq.so $(DESTDIR)$(LIBDIR)/rocketmq.so
+	$(INSTALL) -m 644 tcl/rocketmq.tcl $(DESTDIR)$(TCLPKGDIR)/rocketmq.tcl
+	sed 's/@VERSION@/$(VERSION)/g' tcl/pkgIndex.tcl.in > $(DESTDIR)$(TCLPKGDIR)/pkgIndex.tcl
+	chmod 644 $(DESTDIR)$(TCLPKGDIR)/pkgIndex.tcl
 	$(INSTALL) -m 644 $(LIBENGINE) $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
 	$(INSTALL) -m 644 $(INSTALL_HEADERS) $(DESTDIR)$(INCLUDEDIR)/rocketmq/
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/sqlite3/rocketmq.so $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/rocketmq
-	-rmdir $(DESTDIR)$(LIBDIR)/sqlite3 2>/dev/null
+	rm -f $(DESTDIR)$(LIBDIR)/sqlite3/rocketmq.so $(DESTDIR)$(LIBDIR)/rocketmq.so \
+	  $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/rocketmq $(DESTDIR)$(TCLPKGDIR)
+	rmdir $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(LIBDIR)/tcltk 2>/dev/null || true
 
 # libFuzzer targets for the code that reads untrusted bytes (clang; not part
 # of `make check`): test/fuzz/fuzz_NAME.c, linked with the sources of

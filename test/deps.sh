@@ -4,7 +4,7 @@
 # installed. As root it installs the missing ones; otherwise it prints the
 # command to run and fails. A C compiler and make are assumed.
 
-packages="sqlite3 libsqlite3-dev libsqlite3-tcl tcl zlib1g-dev python3"
+packages="sqlite3 libsqlite3-dev libsqlite3-tcl tcl zlib1g-dev python3 python3-venv python3-pip python3-setuptools python3-wheel"
 
 for tool in cc make; do
   if ! command -v "$tool" >/dev/null 2>&1; then
