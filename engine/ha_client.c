@@ -63,13 +63,23 @@ static int64_t log_end(rmq_ha_client *c) { return rmq_mfq_max_wrote(&c->cl->mfq)
 /* The slave's end as the master sees it: the log and the record in flight. */
 static int64_t own_end(rmq_ha_client *c) { return log_end(c) + (int64_t)c->pending_len; }
 
+/* Why a send or receive failed: a reset or broken pipe is the master closing, said as such. */
+static void peer_error(rmq_ha_client *c, const char *doing, char *why, size_t cap) {
+  int e = errno;
+  if (e == ECONNRESET || e == EPIPE) {
+    snprintf(why, cap, "master %s closed the connection (%s)", c->master, strerror(e));
+  } else {
+    snprintf(why, cap, "%s master %s: %s", doing, c->master, strerror(e));
+  }
+}
+
 /* HAClient.reportSlaveMaxOffset. */
 static bool report(rmq_ha_client *c, char *why, size_t cap) {
   uint8_t buf[RMQ_HA_REPORT_SIZE];
   int64_t end = own_end(c);
   rmq_ha_report_encode(buf, end);
   if (!rmq_ha_send_all(c->fd, buf, sizeof buf, c->housekeeping_ms)) {
-    snprintf(why, cap, "cannot send a report to master %s: %s", c->master, strerror(errno));
+    peer_error(c, "cannot send a report to", why, cap);
     return false;
   }
   c->reported = end;
@@ -299,7 +309,7 @@ static bool read_master(rmq_ha_client *c, char *why, size_t cap) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      snprintf(why, cap, "master %s: %s", c->master, strerror(errno));
+      peer_error(c, "cannot read from", why, cap);
       return false;
     }
     c->last_read_ms = rmq_monotonic_ms();
