@@ -303,20 +303,31 @@ void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset) {
   set_flushed_where(cq, 0);
 }
 
-void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset) {
-  rmq_mapped_file *mf = rmq_mfq_first(&cq->mfq);
-  if (mf == NULL) return;
+/* The first entry of mf at >= phy_min_offset, as a byte offset of the queue; -1 if none. */
+static int64_t first_entry_from(rmq_mapped_file *mf, int64_t phy_min_offset) {
   int32_t readable = rmq_mapped_file_read_position(mf);
   for (int32_t pos = 0; pos + UNIT <= readable; pos += UNIT) {
     rmq_cq_entry e;
     entry_read(mf->mapped + pos, &e);
     /* A filler entry is never a message to start from (RocketMQ may take one). */
-    if (e.phy_offset >= phy_min_offset && !entry_pre_blank(&e)) {
-      atomic_store(&cq->min_logic_offset, mf->file_from_offset + pos);
-      break;
-    }
+    if (e.phy_offset >= phy_min_offset && !entry_pre_blank(&e)) return mf->file_from_offset + pos;
   }
-  rmq_mapped_file_release(mf);
+  return -1;
+}
+
+/*
+** Past the first segment too, unlike RocketMQ's: a process killed within a
+** clean pass leaves segments wholly below the log's minimum until the next.
+*/
+void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset) {
+  int64_t found = -1;
+  for (int i = 0; found < 0; i++) {
+    rmq_mapped_file *mf = rmq_mfq_get(&cq->mfq, i);
+    if (mf == NULL) break;
+    found = first_entry_from(mf, phy_min_offset);
+    rmq_mapped_file_release(mf);
+  }
+  if (found >= 0) atomic_store(&cq->min_logic_offset, found);
 }
 
 /* ------------------------------------------------------------- reading */

@@ -100,7 +100,7 @@ void rmq_cq_recover(rmq_consume_queue *cq);
 */
 void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset);
 
-/* correctMinOffset: min := first entry of the first segment at >= phy_min_offset. */
+/* correctMinOffset: min := the first entry at >= phy_min_offset, in whichever segment. */
 void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset);
 
 /* rmq_cq_min_offset and rmq_cq_max_offset are public (rmq.h); the end of the last entry: */

@@ -477,6 +477,24 @@ static bool entry_pre_blank(const rmq_cq_entry *e) {
 static void cq_report(store_check *c, queue_state *q, int64_t n, const char *kind, const char *fmt,
                       ...) __attribute__((format(printf, 5, 6)));
 
+/*
+** The entries that lead below the log's first record expired with its
+** segments: each queue starts after them (ConsumeQueue.correctMinOffset), as
+** a clean pass leaves the file that holds the new first entry, and a process
+** killed within a pass also the files wholly below it.
+*/
+static void skip_expired_entries(store_check *c) {
+  int64_t min = rmq_commitlog_min_offset(c->cl);
+  for (size_t i = 0; c->queues && i <= c->queue_mask; i++) {
+    queue_state *q = &c->queues[i];
+    rmq_cq_entry e;
+    while (q->cq && entry_at(c, q, q->next, &e) && !entry_zero(&e) &&
+           (e.phy_offset < min || entry_pre_blank(&e))) {
+      q->next++;
+    }
+  }
+}
+
 /* A defect of entry n of q, reported at its segment and offset. */
 static void cq_report(store_check *c, queue_state *q, int64_t n, const char *kind, const char *fmt,
                       ...) {
@@ -686,7 +704,8 @@ static void check_record_items(store_check *c, const rmq_commitlog_record *rec,
                                const record_props *p) {
   while (c->ix.iv.mf && c->ix.item.phy_offset <= rec->offset && c->v.rc == RMQ_OK) {
     bool own = c->ix.item.phy_offset == rec->offset;
-    check_item(c, own ? &rec->m : NULL, own ? p : NULL);
+    /* An item below the log's first record expired with its segment. */
+    if (c->ix.item.phy_offset >= c->log_min) check_item(c, own ? &rec->m : NULL, own ? p : NULL);
     index_next(c);
   }
 }
@@ -748,6 +767,7 @@ static void walk_commitlog(store_check *c) {
 
 static int check_contents(store_check *c, rmq_err *err) {
   int rc = load_queues(c, err);
+  if (rc == RMQ_OK) skip_expired_entries(c);
   if (rc == RMQ_OK) walk_commitlog(c);
   if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_checkpoint(c);
   if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_unclaimed_entries(c);

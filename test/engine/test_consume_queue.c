@@ -316,8 +316,9 @@ static void test_truncate_dirty(void) {
 static void test_min_and_expiry(void) {
   rmq_consume_queue *cq = open_cq("TopicE", 0, true);
   put_range(cq, 0, 23);
-  rmq_cq_correct_min_offset(cq, 450); /* nothing in the first segment qualifies */
-  CHECK_EQ_INT(rmq_cq_min_offset(cq), 0);
+  /* Nothing in the first segment qualifies (a pass killed before it deleted it): the next's. */
+  rmq_cq_correct_min_offset(cq, 450);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 5);
   rmq_cq_correct_min_offset(cq, 250);
   CHECK_EQ_INT(rmq_cq_min_offset(cq), 3);
   rmq_err err = {0};
