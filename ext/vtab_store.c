@@ -82,6 +82,18 @@
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
+** On SQLite 3.38 and later (asked at run time: the host's API table of an
+** older one lacks the calls), one xFilter iterates the IN lists itself
+** (sqlite3_vtab_in; idxStr shows "topic IN (...)"): the consume-queue plan
+** reads each topic's each queue in turn, in the lists' order, and matches
+** a queue's entries against the whole tags list in one pass; a key look-up
+** looks each topic's each key up. Not with wait_ms, whose wait belongs to
+** one queue: SQLite then runs the plan once per value, as on older hosts.
+** The consume-queue plan also takes LIMIT and OFFSET ("LIMIT ? OFFSET ?")
+** when it alone decides which rows match (take_limit): it skips OFFSET
+** entries without reading their records when no tags or time bound needs
+** the record, and checks tags and store_timestamp on the record itself so
+** that what it counts are rows SQLite keeps.
 */
 #include <stdio.h>
 #include <stdlib.h>
