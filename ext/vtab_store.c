@@ -1032,8 +1032,23 @@ static const char *arg_text(filter_args *a, int s) {
   return a->v[s] ? (const char *)sqlite3_value_text(a->v[s]) : NULL;
 }
 
-static int list_add(value_list *l, sqlite3_value *v) {
-  if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+/*
+** Whether v can equal the column of slot s: NULL equals nothing, a BLOB no
+** TEXT column (key has no column: it is looked up as text), and queue_id
+** holds integers from 0 to 2^31 - 1. A value that cannot match is left
+** out, so that values that read alike (1 and 1.5, 0 and 'x') never make
+** one queue be read twice.
+*/
+static bool can_match(int s, sqlite3_value *v) {
+  int64_t q;
+  int type = sqlite3_value_type(v);
+  if (type == SQLITE_NULL) return false;
+  if (s == S_QUEUE) return rmqx_value_integer(v, &q) && q >= 0 && q <= INT32_MAX;
+  return type != SQLITE_BLOB || s == S_KEY;
+}
+
+static int list_add(value_list *l, int s, sqlite3_value *v) {
+  if (!can_match(s, v)) return SQLITE_OK;
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 4;
     sqlite3_value **grown = sqlite3_realloc64(l->v, (sqlite3_uint64)cap * sizeof *grown);
@@ -1050,10 +1065,10 @@ static int list_add(value_list *l, sqlite3_value *v) {
 static int list_collect(value_list *l, filter_args *a, int s, int idx, int in) {
   sqlite3_value *arg = a->v[s], *v;
   if (!arg) return SQLITE_OK;
-  if (!(idx & in)) return list_add(l, arg);
+  if (!(idx & in)) return list_add(l, s, arg);
   int rc;
   for (rc = sqlite3_vtab_in_first(arg, &v); rc == SQLITE_OK; rc = sqlite3_vtab_in_next(arg, &v)) {
-    int added = list_add(l, v);
+    int added = list_add(l, s, v);
     if (added != SQLITE_OK) return added;
   }
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
