@@ -553,21 +553,26 @@ static int take_in_lists(sqlite3_index_info *info, const int *slot_of, plan p, i
 ** run the plan once per value), and the rows come in the ORDER BY's order.
 ** Not with wait_ms: the poll returns once a row exists, skipped or not.
 */
+/* Whether constraint i is an IN list SQLite iterates, running the plan once per value. */
+static bool in_per_value(sqlite3_index_info *info, int i, int in) {
+  const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+  return sqlite3_vtab_in(info, i, -1) && !(in & in_bit(constraint_slot(c->iColumn, c->op)));
+}
+
 static int take_limit(sqlite3_index_info *info, plan p, int use, int in, int *argv_index) {
   int limit = -1, offset = -1;
   if (!planner_338() || p != PLAN_CQ || (use & BIT(S_WAIT))) return 0;
   if (info->nOrderBy > 0 && !info->orderByConsumed) return 0;
   for (int i = 0; i < info->nConstraint; i++) {
     int op = info->aConstraint[i].op;
+    bool limit_op = op == SQLITE_INDEX_CONSTRAINT_LIMIT || op == SQLITE_INDEX_CONSTRAINT_OFFSET;
+    /* SQLite retries a plan it cannot use with LIMIT and OFFSET unusable */
+    if (limit_op && !info->aConstraint[i].usable) return 0;
     if (op == SQLITE_INDEX_CONSTRAINT_LIMIT) {
       limit = i;
     } else if (op == SQLITE_INDEX_CONSTRAINT_OFFSET) {
       offset = i;
-    } else if (info->aConstraintUsage[i].argvIndex == 0) {
-      return 0;
-    } else if (sqlite3_vtab_in(info, i, -1) &&
-               !(in &
-                 in_bit(constraint_slot(info->aConstraint[i].iColumn, info->aConstraint[i].op)))) {
+    } else if (info->aConstraintUsage[i].argvIndex == 0 || in_per_value(info, i, in)) {
       return 0;
     }
   }
