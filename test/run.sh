@@ -16,11 +16,11 @@
 #                         test/checks.py)
 #   test/*.mjs            Node.js tests, run as `node --test
 #                         --test-reporter=./test/node/reporter.mjs test/NAME.mjs`;
-#                         they install the npm packages they need under
-#                         BUILD/node when missing (test/node/better_sqlite3.mjs).
+#                         they fetch what they need from the npm registry
+#                         into BUILD/node and BUILD/oldsqlite when missing.
 #                         Without node a Node test fails saying so; under
 #                         RMQ_PRELOAD (a sanitizer build) it is skipped, 0 tests,
-#                         as node cannot load an instrumented extension
+#                         as node and the shells it builds are not instrumented
 # No program takes arguments. Each one gets this environment (absolute paths):
 #   RMQ_EXT     BUILD/rocketmq, the extension without its .so suffix, ready
 #               for load_extension() / .load / conn.load_extension()
@@ -113,7 +113,7 @@ for entry in "${programs[@]}"; do
     py)  cmd=("${interp_env[@]}" /usr/bin/python3 "$path") ;;
     node)
       if [ -n "${RMQ_PRELOAD:-}" ]; then
-        cmd=(skipped "skipped: node cannot load an extension built with sanitizers (RMQ_PRELOAD)")
+        cmd=(skipped "skipped: node and its shells cannot load an extension built with sanitizers (RMQ_PRELOAD)")
       elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         cmd=(sh -c 'echo "node and npm are needed for the Node tests (test/deps.sh installs nodejs and npm)"; exit 1')
       else
