@@ -544,6 +544,12 @@ static int take_in_lists(sqlite3_index_info *info, const int *slot_of, plan p, i
   return in;
 }
 
+/* Whether constraint i is an IN list SQLite iterates, running the plan once per value. */
+static bool in_per_value(sqlite3_index_info *info, int i, int in) {
+  const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+  return sqlite3_vtab_in(info, i, -1) && !(in & in_bit(constraint_slot(c->iColumn, c->op)));
+}
+
 /*
 ** LIMIT and OFFSET go to the consume-queue plan when it alone decides
 ** which rows match, so that stopping after LIMIT rows and skipping OFFSET
@@ -553,12 +559,6 @@ static int take_in_lists(sqlite3_index_info *info, const int *slot_of, plan p, i
 ** run the plan once per value), and the rows come in the ORDER BY's order.
 ** Not with wait_ms: the poll returns once a row exists, skipped or not.
 */
-/* Whether constraint i is an IN list SQLite iterates, running the plan once per value. */
-static bool in_per_value(sqlite3_index_info *info, int i, int in) {
-  const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-  return sqlite3_vtab_in(info, i, -1) && !(in & in_bit(constraint_slot(c->iColumn, c->op)));
-}
-
 static int take_limit(sqlite3_index_info *info, plan p, int use, int in, int *argv_index) {
   int limit = -1, offset = -1;
   if (!planner_338() || p != PLAN_CQ || (use & BIT(S_WAIT))) return 0;
@@ -916,12 +916,14 @@ static int cq_open_pair(store_cursor *c) {
 }
 
 /*
-** The record of a consume-queue entry whose tag hash matched: RMQ_OK when
-** it is a row, RMQ_ENOTFOUND when it is to be passed over, or the error.
+** Read the record of a consume-queue entry whose tag hash matched; *row:
+** whether it is a row to return, not one that expired, does not match or
+** is skipped by OFFSET. SQLITE_CORRUPT when no valid record is there.
 */
-static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e) {
+static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e, bool *row) {
+  *row = false;
   int rc = read_record(c, e->phy_offset);
-  if (rc == RMQ_ENOTFOUND && expired(c, e->phy_offset)) return RMQ_ENOTFOUND;
+  if (rc == RMQ_ENOTFOUND && expired(c, e->phy_offset)) return SQLITE_OK;
   if (rc != RMQ_OK) {
     rmqx_vtab_error(&c->vt->base,
                     "consume queue %s/%d entry %lld points at commit log offset "
@@ -929,10 +931,14 @@ static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e) {
                     c->topic, c->queue_id, (long long)(c->it.offset - 1), (long long)e->phy_offset);
     return SQLITE_CORRUPT;
   }
-  if (c->has_tags && !tags_match(c, e->tags_code)) return RMQ_ENOTFOUND;
-  if (c->m.store_timestamp < c->ts_lo) return RMQ_ENOTFOUND; /* the clock went back */
-  if (c->skip > 0) return c->skip--, RMQ_ENOTFOUND;
-  return RMQ_OK;
+  if (c->has_tags && !tags_match(c, e->tags_code)) return SQLITE_OK;
+  if (c->m.store_timestamp < c->ts_lo) return SQLITE_OK; /* stored while the clock went back */
+  if (c->skip > 0) {
+    c->skip--;
+    return SQLITE_OK;
+  }
+  *row = true;
+  return SQLITE_OK;
 }
 
 /*
@@ -956,9 +962,10 @@ static int cq_next(store_cursor *c) {
         c->skip--;
         continue;
       }
-      int rc = cq_entry_row(c, &e);
-      if (rc == RMQ_ENOTFOUND) continue;
-      if (rc != RMQ_OK) return rc;
+      bool row;
+      int rc = cq_entry_row(c, &e, &row);
+      if (rc != SQLITE_OK) return rc;
+      if (!row) continue;
       if (c->limit > 0) c->limit--;
       return c->found = true, SQLITE_OK;
     }
