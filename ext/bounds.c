@@ -83,6 +83,19 @@ static void narrow_real(rmqx_bounds *b, int op, double d) {
   }
 }
 
+bool rmqx_value_integer(sqlite3_value *v, int64_t *out) {
+  switch (sqlite3_value_numeric_type(v)) {
+    case SQLITE_INTEGER: *out = sqlite3_value_int64(v); return true;
+    case SQLITE_FLOAT: {
+      double d = sqlite3_value_double(v);
+      if (!(d >= -TWO_POW_63 && d < TWO_POW_63) || (double)(int64_t)d != d) return false;
+      *out = (int64_t)d;
+      return true;
+    }
+    default: return false;
+  }
+}
+
 void rmqx_bounds_narrow(rmqx_bounds *b, int op, sqlite3_value *v) {
   switch (sqlite3_value_numeric_type(v)) {
     case SQLITE_INTEGER: narrow_int(b, op, sqlite3_value_int64(v)); break;

@@ -135,15 +135,12 @@ static void repair_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 /*
-** An integer argument (text that reads as one counts, as with INTEGER affinity), or false
-** after setting the error that names it and shows the value.
+** An integer argument (text or a real that reads as one counts, as with INTEGER affinity), or
+** false after setting the error that names it and shows the value.
 */
 static bool int_arg(sqlite3_context *ctx, const char *fn, const char *name, sqlite3_value *v,
                     int64_t *out) {
-  if (sqlite3_value_numeric_type(v) == SQLITE_INTEGER) {
-    *out = sqlite3_value_int64(v);
-    return true;
-  }
+  if (rmqx_value_integer(v, out)) return true;
   if (sqlite3_value_type(v) == SQLITE_NULL) {
     rmqx_result_error(ctx, "%s: %s is NULL, not an integer", fn, name);
   } else {

@@ -79,6 +79,13 @@ typedef struct rmqx_bounds {
 } rmqx_bounds;
 
 void rmqx_bounds_narrow(rmqx_bounds *b, int op, sqlite3_value *v);
+/*
+** The integer v holds as an INTEGER column stores it: an integer, or a real
+** (or numeric text) that is a whole number within the int64 range, as
+** INTEGER affinity converts it; false for anything else. Some hosts bind
+** every number as a double: Node's better-sqlite3 binds 1 as 1.0.
+*/
+bool rmqx_value_integer(sqlite3_value *v, int64_t *out);
 
 /*
 ** tvf.c: the pieces shared by the read-only, table-valued companion tables.

@@ -248,8 +248,8 @@ static int choose_queue(row_builder *b, sqlite3_value *v, int32_t *queue_id) {
     *queue_id = (int32_t)(b->st->next_queue++ % (uint32_t)b->cfg->default_queues);
     return SQLITE_OK;
   }
-  sqlite3_int64 q = sqlite3_value_int64(v);
-  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || q < 0 || q > INT32_MAX) {
+  int64_t q;
+  if (!rmqx_value_integer(v, &q) || q < 0 || q > INT32_MAX) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "queue_id %s is not a non-negative integer",
                        (const char *)sqlite3_value_text(v));
   }
@@ -259,8 +259,8 @@ static int choose_queue(row_builder *b, sqlite3_value *v, int32_t *queue_id) {
 
 static int add_delay(row_builder *b, sqlite3_value *v) {
   if (sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
-  sqlite3_int64 level = sqlite3_value_int64(v);
-  if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER || level < 1 || level > b->st->delay_levels) {
+  int64_t level;
+  if (!rmqx_value_integer(v, &level) || level < 1 || level > b->st->delay_levels) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
                        "delay_level %s is unknown: delay_levels defines levels 1 to %d",
                        (const char *)sqlite3_value_text(v), b->st->delay_levels);
@@ -320,8 +320,8 @@ static int born_host(row_builder *b, sqlite3_value *v, rmq_host *out) {
 static int producer_fields(row_builder *b, const rmqx_row *row, rmq_message *m) {
   sqlite3_value *flag = row->flag, *born = row->born_timestamp;
   if (sqlite3_value_type(flag) != SQLITE_NULL) {
-    sqlite3_int64 f = sqlite3_value_int64(flag);
-    if (sqlite3_value_numeric_type(flag) != SQLITE_INTEGER || f < INT32_MIN || f > INT32_MAX)
+    int64_t f;
+    if (!rmqx_value_integer(flag, &f) || f < INT32_MIN || f > INT32_MAX)
       return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT, "flag %s is not a 32-bit integer",
                          (const char *)sqlite3_value_text(flag));
     m->flag = (int32_t)f;
@@ -329,11 +329,10 @@ static int producer_fields(row_builder *b, const rmqx_row *row, rmq_message *m) 
   if (sqlite3_value_type(born) == SQLITE_NULL) {
     m->born_timestamp = rmq_now_ms();
   } else {
-    if (sqlite3_value_numeric_type(born) != SQLITE_INTEGER)
+    if (!rmqx_value_integer(born, &m->born_timestamp))
       return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
                          "born_timestamp %s is not an integer (ms since the epoch)",
                          (const char *)sqlite3_value_text(born));
-    m->born_timestamp = sqlite3_value_int64(born);
   }
   return born_host(b, row->born_host, &m->born_host);
 }

@@ -126,8 +126,8 @@ static int find_queue(cq_cursor *c, sqlite3_value *topic_v, sqlite3_value *qid_v
                                    "of [A-Za-z0-9_%%|-]",
                            topic, RMQ_MAX_TOPIC_LEN);
   }
-  sqlite3_int64 qid = sqlite3_value_int64(qid_v);
-  if (sqlite3_value_numeric_type(qid_v) != SQLITE_INTEGER || qid < 0 || qid > INT32_MAX) {
+  int64_t qid;
+  if (!rmqx_value_integer(qid_v, &qid) || qid < 0 || qid > INT32_MAX) {
     return rmqx_vtab_error(vt, CQ_NAME ": queue_id must be an integer from 0 to %d", INT32_MAX);
   }
   sqlite3_free(c->topic);

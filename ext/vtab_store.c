@@ -82,6 +82,18 @@
 ** Before a consume-queue or index plan runs, it waits for the dispatcher to
 ** reach the commit log's end, so a query sees every message whose INSERT
 ** returned before it started.
+** On SQLite 3.38 and later (asked at run time: the host's API table of an
+** older one lacks the calls), one xFilter iterates the IN lists itself
+** (sqlite3_vtab_in; idxStr shows "topic IN (...)"): the consume-queue plan
+** reads each topic's each queue in turn, in the lists' order, and matches
+** a queue's entries against the whole tags list in one pass; a key look-up
+** looks each topic's each key up. Not with wait_ms, whose wait belongs to
+** one queue: SQLite then runs the plan once per value, as on older hosts.
+** The consume-queue plan also takes LIMIT and OFFSET ("LIMIT ? OFFSET ?")
+** when it alone decides which rows match (take_limit): it skips OFFSET
+** entries without reading their records when no tags or time bound needs
+** the record, and checks tags and store_timestamp on the record itself so
+** that what it counts are rows SQLite keeps.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,19 +335,57 @@ static plan choose_plan(int avail, int *use) {
   return PLAN_SCAN;
 }
 
-static char *plan_name(plan p, int use) {
+/*
+** idxNum bits beyond the slots' (BIT(s)): an IN list xFilter iterates
+** itself (sqlite3_vtab_in), LIMIT and OFFSET taken by the consume-queue
+** plan, and the DEFER_* bits (below).
+*/
+#define IN_TOPIC (1 << 20)
+#define IN_QUEUE (1 << 21)
+#define IN_TAGS (1 << 22)
+#define IN_KEY (1 << 23)
+#define USE_LIMIT (1 << 24)
+#define USE_OFFSET (1 << 25)
+
+/* The IN bit of a slot whose list xFilter can iterate, or 0. */
+static int in_bit(int s) {
+  switch (s) {
+    case S_TOPIC: return IN_TOPIC;
+    case S_QUEUE: return IN_QUEUE;
+    case S_TAGS: return IN_TAGS;
+    case S_KEY: return IN_KEY;
+    default: return 0;
+  }
+}
+
+/* " NAME=?", or " NAME IN (...)" when xFilter iterates its IN list. */
+static const char *eq_name(int idx, int s, const char *eq, const char *in) {
+  if (!(idx & BIT(s))) return "";
+  return idx & in_bit(s) ? in : eq;
+}
+
+static char *plan_name(plan p, int idx) {
   static const char *const names[] = {"offset=?", "msgid",        "index key", "index uniq_key",
                                       "cq",       "offset range", "scan"};
+  if (p == PLAN_KEY) {
+    return sqlite3_mprintf("index key%s%s", idx & IN_TOPIC ? " topic IN (...)" : "",
+                           idx & IN_KEY ? " key IN (...)" : "");
+  }
   if (p != PLAN_CQ) {
-    bool ts = p == PLAN_SCAN && (use & TS_BITS);
+    bool ts = p == PLAN_SCAN && (idx & TS_BITS);
     return sqlite3_mprintf("%s%s", names[p], ts ? " store_timestamp>=?" : "");
   }
   return sqlite3_mprintf(
-      "cq topic=? queue_id=?%s%s%s%s%s%s%s%s", use & BIT(S_QOFF_EQ) ? " queue_offset=?" : "",
-      use & BIT(S_QOFF_GE) ? " queue_offset>=?" : "", use & BIT(S_QOFF_GT) ? " queue_offset>?" : "",
-      use & BIT(S_QOFF_LE) ? " queue_offset<=?" : "", use & BIT(S_QOFF_LT) ? " queue_offset<?" : "",
-      use & BIT(S_TAGS) ? " tags=?" : "", use & TS_BITS ? " store_timestamp>=?" : "",
-      use & BIT(S_WAIT) ? " wait_ms=?" : "");
+      "cq%s%s%s%s%s%s%s%s%s%s%s", eq_name(idx, S_TOPIC, " topic=?", " topic IN (...)"),
+      eq_name(idx, S_QUEUE, " queue_id=?", " queue_id IN (...)"),
+      idx & BIT(S_QOFF_EQ) ? " queue_offset=?" : "", idx & BIT(S_QOFF_GE) ? " queue_offset>=?" : "",
+      idx & BIT(S_QOFF_GT) ? " queue_offset>?" : "", idx & BIT(S_QOFF_LE) ? " queue_offset<=?" : "",
+      idx & BIT(S_QOFF_LT) ? " queue_offset<?" : "",
+      eq_name(idx, S_TAGS, " tags=?", " tags IN (...)"), idx & TS_BITS ? " store_timestamp>=?" : "",
+      idx & BIT(S_WAIT) ? " wait_ms=?" : "",
+      idx & USE_OFFSET  ? " LIMIT ? OFFSET ?"
+      : idx & USE_LIMIT ? " LIMIT ?"
+                        : "");
 }
 
 /*
@@ -464,6 +514,77 @@ static int check_search_inputs(const sqlite3_index_info *info, int present, int 
   return SQLITE_OK;
 }
 
+/*
+** SQLite 3.38 gave xBestIndex the IN lists (sqlite3_vtab_in) and LIMIT and
+** OFFSET. The extension reaches SQLite through the host's API table, which
+** on an older host lacks those calls: they are used only when the SQLite
+** that loaded it has them.
+*/
+static bool planner_338(void) { return sqlite3_libversion_number() >= 3038000; }
+
+/*
+** Which IN lists xFilter iterates itself, in one pass, rather than SQLite
+** running the plan once per value: topic and queue_id (each queue in turn)
+** and tags (a set the queue's entries are matched against) for the consume
+** queue, topic and key for a key look-up. Not with wait_ms, whose wait
+** belongs to one queue. SQLite keeps re-checking the values.
+*/
+static int take_in_lists(sqlite3_index_info *info, const int *slot_of, plan p, int use) {
+  static const int cq_slots[] = {S_TOPIC, S_QUEUE, S_TAGS}, key_slots[] = {S_TOPIC, S_KEY};
+  if (!planner_338() || (use & BIT(S_WAIT))) return 0;
+  if (p != PLAN_CQ && p != PLAN_KEY) return 0;
+  const int *slots = p == PLAN_CQ ? cq_slots : key_slots;
+  int n = p == PLAN_CQ ? 3 : 2, in = 0;
+  for (int k = 0; k < n; k++) {
+    int i = slot_of[slots[k]];
+    if (!(use & BIT(slots[k])) || !sqlite3_vtab_in(info, i, -1)) continue;
+    sqlite3_vtab_in(info, i, 1);
+    in |= in_bit(slots[k]);
+  }
+  return in;
+}
+
+/* Whether constraint i is an IN list SQLite iterates, running the plan once per value. */
+static bool in_per_value(sqlite3_index_info *info, int i, int in) {
+  const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+  return sqlite3_vtab_in(info, i, -1) && !(in & in_bit(constraint_slot(c->iColumn, c->op)));
+}
+
+/*
+** LIMIT and OFFSET go to the consume-queue plan when it alone decides
+** which rows match, so that stopping after LIMIT rows and skipping OFFSET
+** rows cannot give other rows than SQLite would: every other constraint
+** is one the plan takes (SQLite 3.40 offers LIMIT even when one is left
+** over, later versions do not), no IN list is left to SQLite (which would
+** run the plan once per value), and the rows come in the ORDER BY's order.
+** Not with wait_ms: the poll returns once a row exists, skipped or not.
+*/
+static int take_limit(sqlite3_index_info *info, plan p, int use, int in, int *argv_index) {
+  int limit = -1, offset = -1;
+  if (!planner_338() || p != PLAN_CQ || (use & BIT(S_WAIT))) return 0;
+  if (info->nOrderBy > 0 && !info->orderByConsumed) return 0;
+  for (int i = 0; i < info->nConstraint; i++) {
+    int op = info->aConstraint[i].op;
+    bool limit_op = op == SQLITE_INDEX_CONSTRAINT_LIMIT || op == SQLITE_INDEX_CONSTRAINT_OFFSET;
+    /* SQLite retries a plan it cannot use with LIMIT and OFFSET unusable */
+    if (limit_op && !info->aConstraint[i].usable) return 0;
+    if (op == SQLITE_INDEX_CONSTRAINT_LIMIT) {
+      limit = i;
+    } else if (op == SQLITE_INDEX_CONSTRAINT_OFFSET) {
+      offset = i;
+    } else if (info->aConstraintUsage[i].argvIndex == 0 || in_per_value(info, i, in)) {
+      return 0;
+    }
+  }
+  if (limit < 0) return 0;
+  info->aConstraintUsage[limit].argvIndex = ++*argv_index;
+  if (offset < 0) return USE_LIMIT;
+  /* omit: SQLite then skips no rows itself */
+  info->aConstraintUsage[offset].argvIndex = ++*argv_index;
+  info->aConstraintUsage[offset].omit = 1;
+  return USE_LIMIT | USE_OFFSET;
+}
+
 static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   int slot_of[S_COUNT], avail = 0, present = 0;
   int rc = check_search_ops(base, info);
@@ -483,22 +604,27 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   rc = check_search_inputs(info, present, avail, p, use, &defer);
   if (rc != SQLITE_OK) return rc;
   int argv_index = 0;
-  bool in_used = false;
   for (int s = 0; s < S_COUNT; s++) {
     if (!(use & BIT(s))) continue;
     int i = slot_of[s];
     info->aConstraintUsage[i].argvIndex = ++argv_index;
     /* Search inputs have no column value to re-check; the rest SQLite re-checks. */
     info->aConstraintUsage[i].omit = s == S_KEY || s == S_WAIT;
-    in_used = in_used || sqlite3_vtab_in(info, i, -1);
   }
-  info->idxNum = use | defer;
-  info->idxStr = plan_name(p, use);
+  int in = take_in_lists(info, slot_of, p, use);
+  /*
+  ** Several topics or queues come one after another, not in queue_offset
+  ** order; a tags list only filters one queue. SQLite itself clears
+  ** orderByConsumed for the IN lists it iterates.
+  */
+  info->orderByConsumed = !(in & (IN_TOPIC | IN_QUEUE)) && order_consumed(info, p);
+  int limit = defer ? 0 : take_limit(info, p, use, in, &argv_index);
+  info->idxNum = use | in | limit | defer;
+  info->idxStr = plan_name(p, info->idxNum);
   info->needToFreeIdxStr = 1;
   info->estimatedCost = defer ? COST_UNUSABLE : plan_rows(p, use);
   info->estimatedRows = (sqlite3_int64)plan_rows(p, use);
   if (p == PLAN_OFFSET || p == PLAN_MSGID) info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
-  info->orderByConsumed = !in_used && order_consumed(info, p);
   return SQLITE_OK;
 }
 
@@ -508,6 +634,16 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
 enum { PROP_UNIQ_KEY, PROP_TAGS, PROP_KEYS, PROP_DELAY, PROP_COUNT };
 static const char *const shown_properties[PROP_COUNT] = {RMQ_PROPERTY_UNIQ_KEY, RMQ_PROPERTY_TAGS,
                                                          RMQ_PROPERTY_KEYS, RMQ_PROPERTY_DELAY};
+
+/*
+** The values a search argument stands for: its IN list's when xFilter
+** iterates it (sqlite3_vtab_in), else itself; NULLs, which match nothing,
+** left out. Copies, owned by the cursor.
+*/
+typedef struct value_list {
+  sqlite3_value **v;
+  int n, cap;
+} value_list;
 
 typedef struct store_cursor {
   sqlite3_vtab_cursor base;
@@ -527,18 +663,27 @@ typedef struct store_cursor {
   rmq_consume_queue *cq;
   rmq_cq_iter it;
   bool iterating;
-  int64_t qoff_end; /* exclusive */
-  int64_t cl_min;   /* the commit log's min offset when an entry was last found expired */
-  char *topic, *tags;
+  int64_t qoff_end;  /* exclusive */
+  int64_t cl_min;    /* the commit log's min offset when an entry was last found expired */
+  const char *topic; /* the queue's, in topics */
   int32_t queue_id;
-  int64_t tags_code;
+  int64_t qoff_lo; /* where each queue's read starts, before the time search */
+  int64_t ts_lo;   /* store_timestamp >= ts_lo; INT64_MIN: no bound */
+  bool has_tags;   /* tags = ? or IN: only entries whose tags are in tags */
+  value_list tags; /* the wanted tags, with their hash codes in tags_codes */
+  int64_t *tags_codes;
+  int64_t limit; /* rows still to return (LIMIT); -1: no limit */
+  int64_t skip;  /* matching rows still to skip (OFFSET) */
+  /* consume queues and key look-ups: topics x (queue ids or keys), pair number pair */
+  value_list topics, inner;
+  int pair;
   int64_t deadline;    /* long poll: wait for a first row until then (monotonic ms); 0: no */
   sqlite3_stmt *probe; /* long poll: a statement stepped to learn of sqlite3_interrupt() */
   bool found;          /* a row was returned: no more waiting */
   /* key look-ups */
   int64_t *offsets;
   int noffsets, ioffset;
-  char *key;
+  const char *key; /* the key looked up, in inner */
 } store_cursor;
 
 static int store_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out) {
@@ -550,16 +695,26 @@ static int store_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out) {
   return SQLITE_OK;
 }
 
+static void list_free(value_list *l) {
+  for (int i = 0; i < l->n; i++) sqlite3_value_free(l->v[i]);
+  sqlite3_free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
 static void cursor_reset(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
   rmq_commitlog_iter_stop(&c->walk);
   if (c->iterating) rmq_cq_iter_stop(&c->it);
   c->iterating = false;
-  sqlite3_free(c->topic);
-  sqlite3_free(c->tags);
-  sqlite3_free(c->key);
+  list_free(&c->topics);
+  list_free(&c->inner);
+  list_free(&c->tags);
+  sqlite3_free(c->tags_codes);
   sqlite3_free(c->offsets);
-  c->topic = c->tags = c->key = NULL;
+  c->topic = c->key = NULL;
+  c->tags_codes = NULL;
+  c->has_tags = false;
+  c->pair = 0;
   c->offsets = NULL;
   c->noffsets = c->ioffset = 0;
   c->cq = NULL;
@@ -703,14 +858,98 @@ static bool expired(store_cursor *c, int64_t phy_offset) {
   return phy_offset < c->cl_min;
 }
 
+static const rmq_property_value *cursor_property(store_cursor *c, int which);
+
+/* The index in tags of a wanted tag whose hash is code, from k on; -1 if none. */
+static int tags_code_at(const store_cursor *c, int k, int64_t code) {
+  for (; k < c->tags.n; k++) {
+    if (c->tags_codes[k] == code) return k;
+  }
+  return -1;
+}
+
 /*
-** The next consume-queue entry in [it.offset, qoff_end) whose tag hash
-** matches, with its record. At the end of the queue, a query with wait_ms
-** that found nothing yet waits for more.
+** Whether the current record's tags are one of the wanted ones as SQLite
+** compares them: the same bytes, read as TEXT (tags that are not UTF-8
+** read as a BLOB, which equals no text). The hash alone can collide, and
+** a LIMIT must count only rows SQLite keeps.
+*/
+static bool tags_match(store_cursor *c, int64_t code) {
+  const rmq_property_value *v = cursor_property(c, PROP_TAGS);
+  if (!v->value || !rmqx_utf8_valid((const uint8_t *)v->value, v->len)) return false;
+  for (int k = tags_code_at(c, 0, code); k >= 0; k = tags_code_at(c, k + 1, code)) {
+    sqlite3_value *t = c->tags.v[k];
+    const unsigned char *text = sqlite3_value_text(t);
+    if (text && (size_t)sqlite3_value_bytes(t) == v->len && memcmp(text, v->value, v->len) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/*
+** An OFFSET skips an entry without reading its record when nothing but
+** the record could reject it (no tags, no time bound) and it points at or
+** above the commit log's first offset (cl_min, taken when the read began).
+*/
+static bool skip_unread(const store_cursor *c, const rmq_cq_entry *e) {
+  return c->skip > 0 && !c->has_tags && c->ts_lo == INT64_MIN && e->phy_offset >= c->cl_min;
+}
+
+/* Read the queue of the current (topic, queue id) pair from its first wanted offset. */
+static int cq_open_pair(store_cursor *c) {
+  c->topic = (const char *)sqlite3_value_text(c->topics.v[c->pair / c->inner.n]);
+  c->queue_id = (int32_t)sqlite3_value_int64(c->inner.v[c->pair % c->inner.n]);
+  if (!c->topic) return SQLITE_NOMEM;
+  c->cq = rmq_store_find_queue(c->vt->store, c->topic, c->queue_id);
+  c->next_offset = c->qoff_lo;
+  if (c->cq && c->ts_lo > INT64_MIN && c->qoff_lo < c->qoff_end) {
+    int64_t at;
+    rmq_err err = {0};
+    if (rmq_store_queue_offset_at_time(c->vt->store, c->topic, c->queue_id, c->ts_lo, &at, &err) !=
+        RMQ_OK) {
+      return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
+    }
+    if (at > c->next_offset) c->next_offset = at;
+  }
+  return SQLITE_OK;
+}
+
+/*
+** Read the record of a consume-queue entry whose tag hash matched; *row:
+** whether it is a row to return, not one that expired, does not match or
+** is skipped by OFFSET. SQLITE_CORRUPT when no valid record is there.
+*/
+static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e, bool *row) {
+  *row = false;
+  int rc = read_record(c, e->phy_offset);
+  if (rc == RMQ_ENOTFOUND && expired(c, e->phy_offset)) return SQLITE_OK;
+  if (rc != RMQ_OK) {
+    rmqx_vtab_error(&c->vt->base,
+                    "consume queue %s/%d entry %lld points at commit log offset "
+                    "%lld, where no valid record is",
+                    c->topic, c->queue_id, (long long)(c->it.offset - 1), (long long)e->phy_offset);
+    return SQLITE_CORRUPT;
+  }
+  if (c->has_tags && !tags_match(c, e->tags_code)) return SQLITE_OK;
+  if (c->m.store_timestamp < c->ts_lo) return SQLITE_OK; /* stored while the clock went back */
+  if (c->skip > 0) {
+    c->skip--;
+    return SQLITE_OK;
+  }
+  *row = true;
+  return SQLITE_OK;
+}
+
+/*
+** The next consume-queue entry in [it.offset, qoff_end) whose tags match,
+** with its record, past OFFSET and within LIMIT; then the next pair's
+** queue. At the end of the queue, a query with wait_ms that found nothing
+** yet waits for more.
 */
 static int cq_next(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
-  for (;;) {
+  while (c->limit != 0) {
     rmq_cq_entry e;
     if (!c->iterating && c->cq) {
       rmq_cq_iter_start(&c->it, c->cq, c->next_offset);
@@ -718,24 +957,29 @@ static int cq_next(store_cursor *c) {
     }
     if (c->iterating && c->it.offset < c->qoff_end && rmq_cq_iter_next(&c->it, &e)) {
       c->next_offset = c->it.offset;
-      if (c->tags && e.tags_code != c->tags_code) continue;
-      int rc = read_record(c, e.phy_offset);
-      if (rc == RMQ_OK) return c->found = true, SQLITE_OK;
-      if (rc == RMQ_ENOTFOUND && expired(c, e.phy_offset)) continue;
-      rmqx_vtab_error(&c->vt->base,
-                      "consume queue %s/%d entry %lld points at commit log offset "
-                      "%lld, where no valid record is",
-                      c->topic, c->queue_id, (long long)(c->it.offset - 1),
-                      (long long)e.phy_offset);
-      return SQLITE_CORRUPT;
+      if (c->has_tags && tags_code_at(c, 0, e.tags_code) < 0) continue;
+      if (skip_unread(c, &e)) {
+        c->skip--;
+        continue;
+      }
+      bool row;
+      int rc = cq_entry_row(c, &e, &row);
+      if (rc != SQLITE_OK) return rc;
+      if (!row) continue;
+      if (c->limit > 0) c->limit--;
+      return c->found = true, SQLITE_OK;
     }
     if (c->iterating) rmq_cq_iter_stop(&c->it);
     c->iterating = false;
-    if (c->next_offset >= c->qoff_end) break;
-    bool grew;
-    int rc = wait_for_arrival(c, &grew);
+    bool grew = false;
+    if (c->next_offset < c->qoff_end) {
+      int rc = wait_for_arrival(c, &grew);
+      if (rc != SQLITE_OK) return rc;
+    }
+    if (grew) continue;
+    if (++c->pair >= c->topics.n * c->inner.n) break;
+    int rc = cq_open_pair(c);
     if (rc != SQLITE_OK) return rc;
-    if (!grew) break;
   }
   c->eof = true;
   return SQLITE_OK;
@@ -743,33 +987,53 @@ static int cq_next(store_cursor *c) {
 
 /* ---- key look-ups */
 
+/* Look up the key of the current (topic, key) pair. */
+static int key_lookup(store_cursor *c) {
+  const char *topic = (const char *)sqlite3_value_text(c->topics.v[c->pair / c->inner.n]);
+  c->key = (const char *)sqlite3_value_text(c->inner.v[c->pair % c->inner.n]);
+  if (!topic || !c->key) return SQLITE_NOMEM;
+  c->ioffset = 0;
+  rmq_err err = {0};
+  if (rmq_store_query_key(c->vt->store, topic, c->key, 0, INT64_MAX, KEY_QUERY_MAX, c->offsets,
+                          &c->noffsets, &err) != RMQ_OK) {
+    return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
+  }
+  return SQLITE_OK;
+}
+
+/* The next record found for the current pair's key, then for the next pair's. */
 static int key_next(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
-  while (c->ioffset < c->noffsets) {
-    if (load_record(c, c->offsets[c->ioffset++])) return SQLITE_OK;
+  for (;;) {
+    while (c->ioffset < c->noffsets) {
+      if (load_record(c, c->offsets[c->ioffset++])) return SQLITE_OK;
+    }
+    if (++c->pair >= c->topics.n * c->inner.n) break;
+    int rc = key_lookup(c);
+    if (rc != SQLITE_OK) return rc;
   }
   c->eof = true;
   return SQLITE_OK;
 }
 
-static int key_filter(store_cursor *c, const char *topic, const char *key) {
+static int key_filter(store_cursor *c) {
   int rc = wait_dispatched(c);
   if (rc != SQLITE_OK) return rc;
-  c->key = sqlite3_mprintf("%s", key);
-  c->offsets = sqlite3_malloc(KEY_QUERY_MAX * (int)sizeof *c->offsets);
-  if (!c->key || !c->offsets) return SQLITE_NOMEM;
-  rmq_err err = {0};
-  if (rmq_store_query_key(c->vt->store, topic, key, 0, INT64_MAX, KEY_QUERY_MAX, c->offsets,
-                          &c->noffsets, &err) != RMQ_OK) {
-    return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
+  if (c->topics.n == 0 || c->inner.n == 0) {
+    c->eof = true;
+    return SQLITE_OK;
   }
-  return key_next(c);
+  c->offsets = sqlite3_malloc(KEY_QUERY_MAX * (int)sizeof *c->offsets);
+  if (!c->offsets) return SQLITE_NOMEM;
+  rc = key_lookup(c);
+  return rc == SQLITE_OK ? key_next(c) : rc;
 }
 
 /* ---- xFilter */
 
 typedef struct filter_args {
   sqlite3_value *v[S_COUNT];
+  sqlite3_value *limit, *offset; /* USE_LIMIT, USE_OFFSET */
 } filter_args;
 
 static int64_t arg_int(filter_args *a, int s, int64_t dflt) {
@@ -778,6 +1042,48 @@ static int64_t arg_int(filter_args *a, int s, int64_t dflt) {
 
 static const char *arg_text(filter_args *a, int s) {
   return a->v[s] ? (const char *)sqlite3_value_text(a->v[s]) : NULL;
+}
+
+/*
+** Whether v can equal the column of slot s: NULL equals nothing, a BLOB no
+** TEXT column (key has no column: it is looked up as text), and queue_id
+** holds integers from 0 to 2^31 - 1. A value that cannot match is left
+** out, so that values that read alike (1 and 1.5, 0 and 'x') never make
+** one queue be read twice.
+*/
+static bool can_match(int s, sqlite3_value *v) {
+  int64_t q;
+  int type = sqlite3_value_type(v);
+  if (type == SQLITE_NULL) return false;
+  if (s == S_QUEUE) return rmqx_value_integer(v, &q) && q >= 0 && q <= INT32_MAX;
+  return type != SQLITE_BLOB || s == S_KEY;
+}
+
+static int list_add(value_list *l, int s, sqlite3_value *v) {
+  if (!can_match(s, v)) return SQLITE_OK;
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 4;
+    sqlite3_value **grown = sqlite3_realloc64(l->v, (sqlite3_uint64)cap * sizeof *grown);
+    if (!grown) return SQLITE_NOMEM;
+    l->v = grown;
+    l->cap = cap;
+  }
+  if ((l->v[l->n] = sqlite3_value_dup(v)) == NULL) return SQLITE_NOMEM;
+  l->n++;
+  return SQLITE_OK;
+}
+
+/* Fill l with the values of argument s: its IN list's when idx has in, else its own. */
+static int list_collect(value_list *l, filter_args *a, int s, int idx, int in) {
+  sqlite3_value *arg = a->v[s], *v;
+  if (!arg) return SQLITE_OK;
+  if (!(idx & in)) return list_add(l, s, arg);
+  int rc;
+  for (rc = sqlite3_vtab_in_first(arg, &v); rc == SQLITE_OK; rc = sqlite3_vtab_in_next(arg, &v)) {
+    int added = list_add(l, s, v);
+    if (added != SQLITE_OK) return added;
+  }
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* The integers an INTEGER column may hold under some bounds: [lo, hi). */
@@ -806,18 +1112,43 @@ static range time_range(filter_args *a) {
   return ts;
 }
 
-static int cq_filter(store_cursor *c, filter_args *a) {
-  int rc = wait_dispatched(c);
-  const char *topic = arg_text(a, S_TOPIC), *tags = arg_text(a, S_TAGS);
-  if (rc != SQLITE_OK || !topic || !a->v[S_QUEUE] ||
-      sqlite3_value_type(a->v[S_QUEUE]) == SQLITE_NULL) {
-    c->eof = true;
-    return rc;
+/* The wanted tags and their hash codes. */
+static int cq_tags(store_cursor *c, filter_args *a, int idx) {
+  c->has_tags = idx & BIT(S_TAGS);
+  int rc = list_collect(&c->tags, a, S_TAGS, idx, IN_TAGS);
+  if (rc != SQLITE_OK || c->tags.n == 0) return rc;
+  c->tags_codes = sqlite3_malloc64((sqlite3_uint64)c->tags.n * sizeof *c->tags_codes);
+  if (!c->tags_codes) return SQLITE_NOMEM;
+  for (int k = 0; k < c->tags.n; k++) {
+    const char *t = (const char *)sqlite3_value_text(c->tags.v[k]);
+    if (!t) return SQLITE_NOMEM;
+    c->tags_codes[k] = rmq_tags_code(t, (size_t)sqlite3_value_bytes(c->tags.v[k]));
   }
-  c->topic = sqlite3_mprintf("%s", topic);
-  if (!c->topic) return SQLITE_NOMEM;
-  c->queue_id = (int32_t)sqlite3_value_int64(a->v[S_QUEUE]);
-  c->cq = rmq_store_find_queue(c->vt->store, c->topic, c->queue_id);
+  return SQLITE_OK;
+}
+
+/* LIMIT and OFFSET (a negative LIMIT is none, as in SQLite), and the log's start for OFFSET. */
+static int cq_limit(store_cursor *c, filter_args *a) {
+  c->limit = a->limit ? sqlite3_value_int64(a->limit) : -1;
+  if (c->limit < 0) c->limit = -1;
+  c->skip = a->offset ? sqlite3_value_int64(a->offset) : 0;
+  if (c->skip <= 0) return c->skip = 0, SQLITE_OK;
+  rmq_stats st;
+  rmq_err err = {0};
+  if (rmq_store_stats(c->vt->store, &st, &err) != RMQ_OK) {
+    return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
+  }
+  c->cl_min = st.commitlog_min_offset;
+  return SQLITE_OK;
+}
+
+static int cq_filter(store_cursor *c, filter_args *a, int idx) {
+  int rc = wait_dispatched(c);
+  if (rc == SQLITE_OK) rc = list_collect(&c->topics, a, S_TOPIC, idx, IN_TOPIC);
+  if (rc == SQLITE_OK) rc = list_collect(&c->inner, a, S_QUEUE, idx, IN_QUEUE);
+  if (rc == SQLITE_OK) rc = cq_tags(c, a, idx);
+  if (rc == SQLITE_OK) rc = cq_limit(c, a);
+  if (rc != SQLITE_OK) return rc;
   range q = {0, INT64_MAX}, ts = time_range(a);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_EQ, a->v[S_QOFF_EQ]);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_QOFF_GE]);
@@ -825,25 +1156,18 @@ static int cq_filter(store_cursor *c, filter_args *a) {
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_LE, a->v[S_QOFF_LE]);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_LT, a->v[S_QOFF_LT]);
   if (ts.lo >= ts.hi) q.hi = q.lo;
-  if (c->cq && ts.lo > INT64_MIN && q.lo < q.hi) {
-    int64_t at;
-    rmq_err err = {0};
-    if (rmq_store_queue_offset_at_time(c->vt->store, c->topic, c->queue_id, ts.lo, &at, &err) !=
-        RMQ_OK) {
-      return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
-    }
-    if (at > q.lo) q.lo = at;
-  }
-  if (tags) {
-    c->tags = sqlite3_mprintf("%s", tags);
-    c->tags_code = rmq_tags_code(tags, strlen(tags));
-  }
-  c->next_offset = q.lo;
+  c->qoff_lo = q.lo;
   c->qoff_end = q.hi;
+  c->ts_lo = ts.lo;
+  if (c->topics.n == 0 || c->inner.n == 0 || (c->has_tags && c->tags.n == 0)) {
+    c->eof = true;
+    return SQLITE_OK;
+  }
   /* wait_ms is capped at 2^31 ms (24 days) so that the deadline cannot overflow */
   int64_t wait_ms = arg_int(a, S_WAIT, 0);
   if (wait_ms > 0) c->deadline = rmq_monotonic_ms() + (wait_ms > INT32_MAX ? INT32_MAX : wait_ms);
-  return cq_next(c);
+  rc = cq_open_pair(c);
+  return rc == SQLITE_OK ? cq_next(c) : rc;
 }
 
 static int walk_filter(store_cursor *c, filter_args *a) {
@@ -888,26 +1212,26 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
   int rc = store_ready(c->vt);
   if (rc != SQLITE_OK) return rc;
   c->eof = false;
-  filter_args a = {{0}};
-  for (int s = 0, i = 0; s < S_COUNT && i < argc; s++) {
+  filter_args a = {.limit = NULL};
+  int i = 0;
+  for (int s = 0; s < S_COUNT && i < argc; s++) {
     if (idx_num & BIT(s)) a.v[s] = argv[i++];
   }
+  if ((idx_num & USE_LIMIT) && i < argc) a.limit = argv[i++];
+  if ((idx_num & USE_OFFSET) && i < argc) a.offset = argv[i++];
   int use = idx_num;
   c->plan = choose_plan(idx_num, &use);
   switch (c->plan) {
     case PLAN_OFFSET: return point_filter(c, arg_int(&a, S_OFFSET_EQ, -1));
     case PLAN_MSGID: return msgid_filter(c, arg_text(&a, S_MSGID));
     case PLAN_KEY:
-    case PLAN_UNIQ: {
-      const char *topic = arg_text(&a, S_TOPIC);
-      const char *key = arg_text(&a, c->plan == PLAN_KEY ? S_KEY : S_UNIQ);
-      if (!topic || !key) {
-        c->eof = true;
-        return SQLITE_OK;
+    case PLAN_UNIQ:
+      rc = list_collect(&c->topics, &a, S_TOPIC, idx_num, IN_TOPIC);
+      if (rc == SQLITE_OK) {
+        rc = list_collect(&c->inner, &a, c->plan == PLAN_KEY ? S_KEY : S_UNIQ, idx_num, IN_KEY);
       }
-      return key_filter(c, topic, key);
-    }
-    case PLAN_CQ: return cq_filter(c, &a);
+      return rc == SQLITE_OK ? key_filter(c) : rc;
+    case PLAN_CQ: return cq_filter(c, &a, idx_num);
     default: return walk_filter(c, &a);
   }
 }

@@ -2,7 +2,10 @@
 #
 # deps.sh: make sure the Debian packages the build and the tests need are
 # installed. As root it installs the missing ones; otherwise it prints the
-# command to run and fails. A C compiler and make are assumed.
+# command to run and fails. A C compiler and make are assumed. node and npm
+# (the Node tests) are looked for as commands, as they often come from
+# elsewhere than Debian (NodeSource); nodejs and npm are installed when
+# either is missing.
 
 packages="sqlite3 libsqlite3-dev libsqlite3-tcl tcl zlib1g-dev python3 python3-venv python3-pip python3-setuptools python3-wheel"
 
@@ -23,6 +26,7 @@ for p in $packages; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)
   [ "$status" = "install ok installed" ] || missing="$missing $p"
 done
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 missing=${missing# }
 [ -z "$missing" ] && exit 0
 

@@ -14,6 +14,13 @@
 #   test/*.py             Python tests, run as `/usr/bin/python3 test/NAME.py`
 #                         (except the libraries test/spec_decoder.py and
 #                         test/checks.py)
+#   test/*.mjs            Node.js tests, run as `node --test
+#                         --test-reporter=./test/node/reporter.mjs test/NAME.mjs`;
+#                         they fetch what they need from the npm registry
+#                         into BUILD/node and BUILD/oldsqlite when missing.
+#                         Without node a Node test fails saying so; under
+#                         RMQ_PRELOAD (a sanitizer build) it is skipped, 0 tests,
+#                         as node and the shells it builds are not instrumented
 # No program takes arguments. Each one gets this environment (absolute paths):
 #   RMQ_EXT     BUILD/rocketmq, the extension without its .so suffix, ready
 #               for load_extension() / .load / conn.load_extension()
@@ -37,6 +44,7 @@
 #                 only (a sanitizer runtime: the interpreters are not
 #                 instrumented); ASAN_OPTIONS then also gets detect_leaks=0
 #                 for them, as the interpreters' own leaks are not ours.
+#                 Node tests are skipped then.
 #
 # It prints a table (tests and checks, passed and failed, per program); the
 # last line of the output is the total in the programs' form; the exit status
@@ -80,6 +88,14 @@ for f in test/*.py; do
   case $f in test/spec_decoder.py | test/checks.py) continue ;; esac
   [ -f "$f" ] && programs+=("$(basename "$f")	py	$f")
 done
+for f in test/*.mjs; do
+  [ -f "$f" ] && programs+=("$(basename "$f")	node	$f")
+done
+
+# A program that prints why it does not run and the counts line of 0 tests.
+skipped() {
+  printf '%s\n' "$1" 'tests: 0 passed, 0 failed; checks: 0 passed, 0 failed'
+}
 
 counts_re='^tests: ([0-9]+) passed, ([0-9]+) failed; checks: ([0-9]+) passed, ([0-9]+) failed$'
 total_tp=0 total_tf=0 total_cp=0 total_cf=0
@@ -95,12 +111,25 @@ for entry in "${programs[@]}"; do
     c)   cmd=("$path") ;;
     tcl) cmd=("${interp_env[@]}" tclsh "$path") ;;
     py)  cmd=("${interp_env[@]}" /usr/bin/python3 "$path") ;;
+    node)
+      if [ -n "${RMQ_PRELOAD:-}" ]; then
+        cmd=(skipped "skipped: node and its shells cannot load an extension built with sanitizers (RMQ_PRELOAD)")
+      elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        cmd=(sh -c 'echo "node and npm are needed for the Node tests (test/deps.sh installs nodejs and npm)"; exit 1')
+      else
+        cmd=(node --test --test-reporter=./test/node/reporter.mjs "$path")
+      fi
+      ;;
   esac
   log=$logs/$name.log
   start=$EPOCHREALTIME
   # In a subshell, so that bash's note on a program killed by a signal
   # ("Aborted") goes to the log.
-  (timeout --kill-after=10 "$timeout_s" "${cmd[@]}"; exit $?) </dev/null >"$log" 2>&1
+  if [ "${cmd[0]}" = skipped ]; then
+    "${cmd[@]}" >"$log"
+  else
+    (timeout --kill-after=10 "$timeout_s" "${cmd[@]}"; exit $?) </dev/null >"$log" 2>&1
+  fi
   rc=$?
   end=$EPOCHREALTIME
   secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
@@ -113,6 +142,7 @@ for entry in "${programs[@]}"; do
     tp=0 tf=0 cp=0 cf=0
     note=" (no \"tests: ...; checks: ...\" line)"
   fi
+  [ "${cmd[0]}" = skipped ] && note=" (${cmd[1]})"
   if [ "$rc" -ne 0 ]; then
     if [ "$rc" -eq 124 ]; then
       note="$note (timed out after ${timeout_s}s)"
