@@ -46,9 +46,10 @@
 #                 for them, as the interpreters' own leaks are not ours.
 #                 Node tests are skipped then.
 #
-# It prints a table (tests and checks, passed and failed, per program); the
-# last line of the output is the total in the programs' form; the exit status
-# is non-zero when any test or check failed.
+# It prints a table (tests and checks, passed and failed, per program), then
+# the first failure lines of each program that failed; the last line of the
+# output is the total in the programs' form; the exit status is non-zero
+# when any test or check failed.
 
 set -uo pipefail
 
@@ -173,6 +174,12 @@ if [ "$ran" -eq 0 ]; then
 fi
 if [ ${#failed_names[@]} -gt 0 ]; then
   echo "failed: ${failed_names[*]}"
+  # What failed, again at the end, where a long run's output is read first.
+  for name in "${failed_names[@]}"; do
+    echo "---- $name: its first failures (all in $logs/$name.log)"
+    grep -a -m 6 -A 3 -E 'FAILED|ended by itself' "$logs/$name.log" | cut -c1-300 | sed 's/^/    /'
+    tail -n 3 "$logs/$name.log" | cut -c1-300 | sed 's/^/    /'
+  done
 fi
 printf '%-30s %6d %6d %8d %6d\n' total "$total_tp" "$total_tf" "$total_cp" "$total_cf"
 echo "tests: $total_tp passed, $total_tf failed; checks: $total_cp passed, $total_cf failed"
