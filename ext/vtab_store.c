@@ -464,10 +464,27 @@ static const char *op_text(int op) {
 ** An operator other than = on key or wait_ms is an error that names it. The
 ** highest op is named: SQLite adds >= and < terms for `key LIKE 'a'`.
 */
-static int check_search_ops(sqlite3_vtab *base, const sqlite3_index_info *info) {
+/* A text column compared under a collation other than BINARY, which no look-up serves. */
+static bool folds_text(sqlite3_index_info *info, int i) {
+  int col = info->aConstraint[i].iColumn;
+  if (col != COL_TOPIC && col != COL_TAGS && col != COL_KEY && col != COL_UNIQ_KEY &&
+      col != COL_MSG_ID) {
+    return false;
+  }
+  const char *coll = sqlite3_vtab_collation(info, i);
+  return coll && sqlite3_stricmp(coll, "BINARY") != 0;
+}
+
+static int check_search_ops(sqlite3_vtab *base, sqlite3_index_info *info) {
   const struct sqlite3_index_constraint *bad = NULL;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn == COL_KEY && c->op == SQLITE_INDEX_CONSTRAINT_EQ && folds_text(info, i)) {
+      return rmqx_vtab_error(base,
+                             "key = ? COLLATE %s: the index finds a key by its exact bytes; "
+                             "compare key without COLLATE",
+                             sqlite3_vtab_collation(info, i));
+    }
     if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) continue;
     if (c->iColumn != COL_KEY && c->iColumn != COL_WAIT_MS) continue;
     if (!bad || c->op > bad->op) bad = c;
@@ -592,7 +609,8 @@ static int store_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   for (int s = 0; s < S_COUNT; s++) slot_of[s] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
-    int s = constraint_slot(c->iColumn, c->op);
+    /* Under another collation SQLite compares topic, tags and ids itself, on a scan. */
+    int s = folds_text(info, i) ? -1 : constraint_slot(c->iColumn, c->op);
     if (s >= 0) present |= BIT(s);
     if (s >= 0 && c->usable && slot_of[s] < 0) {
       slot_of[s] = i;
