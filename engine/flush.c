@@ -36,6 +36,12 @@ struct rmq_flush_service {
   _Atomic int64_t commit_runs; /* passes of CommitRealTimeService that committed something */
 };
 
+/* What readers see grew: the dispatcher and the HA senders, which read only committed bytes. */
+static void tell_readers(rmq_flush_service *fs) {
+  if (fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
+  if (fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
+}
+
 /* Commit (pool mode) then flush until nothing moves: everything written is on disk. */
 static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
   bool moved = true;
@@ -46,8 +52,7 @@ static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
     if (rc == RMQ_OK) rc = rmq_mfq_flush(&fs->cl->mfq, 0, &flushed, err);
     moved = committed || flushed;
   }
-  if (fs->cl->mfq.pool && fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
-  if (fs->cl->mfq.pool && fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
+  if (fs->cl->mfq.pool) tell_readers(fs);
   return rc;
 }
 
@@ -103,9 +108,7 @@ static int commit_written(rmq_flush_service *fs, bool *moved, rmq_err *err) {
     on_io_failure(fs, err);
   } else if (*moved) {
     rmq_service_thread_wakeup(&fs->flush_thread);
-    if (fs->cfg.reput) rmq_reput_wakeup(fs->cfg.reput);
-    /* What readers see grew: the HA senders, which send only that, are told too. */
-    if (fs->cl->appended) fs->cl->appended(fs->cl->appended_ctx);
+    tell_readers(fs);
   }
   return rc;
 }

@@ -554,6 +554,8 @@ typedef struct rmq_cq_entry {
 ** NULL or invalid topic). It lives as long as the store.
 */
 rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t queue_id);
+/* The commit log's first offset (getMinPhyOffset): records below it expired. */
+int64_t rmq_store_min_offset(rmq_store *s);
 /* minOffsetInQueue and maxOffsetInQueue (the next offset to write). */
 int64_t rmq_cq_min_offset(rmq_consume_queue *cq);
 int64_t rmq_cq_max_offset(rmq_consume_queue *cq);

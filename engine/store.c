@@ -937,6 +937,8 @@ rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t
   return rmq_cq_table_find(s->cqs, topic, queue_id);
 }
 
+int64_t rmq_store_min_offset(rmq_store *s) { return rmq_commitlog_min_offset(&s->commitlog); }
+
 int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *err) {
   rmq_consume_queue **all;
   int n;

@@ -460,10 +460,6 @@ static const char *op_text(int op) {
   }
 }
 
-/*
-** An operator other than = on key or wait_ms is an error that names it. The
-** highest op is named: SQLite adds >= and < terms for `key LIKE 'a'`.
-*/
 /* A text column compared under a collation other than BINARY, which no look-up serves. */
 static bool folds_text(sqlite3_index_info *info, int i) {
   int col = info->aConstraint[i].iColumn;
@@ -475,6 +471,11 @@ static bool folds_text(sqlite3_index_info *info, int i) {
   return coll && sqlite3_stricmp(coll, "BINARY") != 0;
 }
 
+/*
+** An operator other than = on key or wait_ms is an error that names it, as
+** is key = ? under a collation. The highest op is named: SQLite adds >= and
+** < terms for `key LIKE 'a'`.
+*/
 static int check_search_ops(sqlite3_vtab *base, sqlite3_index_info *info) {
   const struct sqlite3_index_constraint *bad = NULL;
   for (int i = 0; i < info->nConstraint; i++) {
@@ -869,10 +870,7 @@ static int wait_for_arrival(store_cursor *c, bool *grew) {
 */
 static bool expired(store_cursor *c, int64_t phy_offset) {
   if (phy_offset < c->cl_min) return true;
-  rmq_stats st;
-  rmq_err err = {0};
-  if (rmq_store_stats(c->vt->store, &st, &err) != RMQ_OK) return false;
-  c->cl_min = st.commitlog_min_offset; /* the next entries of the segment need not ask */
+  c->cl_min = rmq_store_min_offset(c->vt->store); /* the next entries of the segment need not ask */
   return phy_offset < c->cl_min;
 }
 
@@ -1146,18 +1144,12 @@ static int cq_tags(store_cursor *c, filter_args *a, int idx) {
 }
 
 /* LIMIT and OFFSET (a negative LIMIT is none, as in SQLite), and the log's start for OFFSET. */
-static int cq_limit(store_cursor *c, filter_args *a) {
+static void cq_limit(store_cursor *c, filter_args *a) {
   c->limit = a->limit ? sqlite3_value_int64(a->limit) : -1;
   if (c->limit < 0) c->limit = -1;
   c->skip = a->offset ? sqlite3_value_int64(a->offset) : 0;
-  if (c->skip <= 0) return c->skip = 0, SQLITE_OK;
-  rmq_stats st;
-  rmq_err err = {0};
-  if (rmq_store_stats(c->vt->store, &st, &err) != RMQ_OK) {
-    return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
-  }
-  c->cl_min = st.commitlog_min_offset;
-  return SQLITE_OK;
+  if (c->skip < 0) c->skip = 0;
+  if (c->skip > 0) c->cl_min = rmq_store_min_offset(c->vt->store);
 }
 
 static int cq_filter(store_cursor *c, filter_args *a, int idx) {
@@ -1165,8 +1157,8 @@ static int cq_filter(store_cursor *c, filter_args *a, int idx) {
   if (rc == SQLITE_OK) rc = list_collect(&c->topics, a, S_TOPIC, idx, IN_TOPIC);
   if (rc == SQLITE_OK) rc = list_collect(&c->inner, a, S_QUEUE, idx, IN_QUEUE);
   if (rc == SQLITE_OK) rc = cq_tags(c, a, idx);
-  if (rc == SQLITE_OK) rc = cq_limit(c, a);
   if (rc != SQLITE_OK) return rc;
+  cq_limit(c, a);
   range q = {0, INT64_MAX}, ts = time_range(a);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_EQ, a->v[S_QOFF_EQ]);
   range_narrow(&q, SQLITE_INDEX_CONSTRAINT_GE, a->v[S_QOFF_GE]);
