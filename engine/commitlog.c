@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "commitlog_iter.h"
+#include "damaged.h"
 #include "file_name.h"
 #include "io.h"
 #include "properties.h"
@@ -926,22 +927,9 @@ static int damage_error(rmq_commitlog *cl, const recover_scan *scan, const beyon
 
 /* Create <store>/damaged/<UTC time> for what recovery or a repair moves aside. */
 static int make_damaged_dir(rmq_commitlog *cl, char *out, size_t cap, rmq_err *err) {
-  char store[4096], stamp[32];
+  char store[4096];
   store_dir_of(cl, store, sizeof store);
-  int64_t now = rmq_now_ms();
-  time_t secs = (time_t)(now / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm);
-  int n = snprintf(out, cap, "%s/damaged", store);
-  if (n < 0 || (size_t)n >= cap || (mkdir(out, 0755) != 0 && errno != EEXIST)) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", out, strerror(errno));
-  }
-  n = snprintf(out, cap, "%s/damaged/%s.%03d", store, stamp, (int)(now % 1000));
-  if (n < 0 || (size_t)n >= cap || (mkdir(out, 0755) != 0 && errno != EEXIST)) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", out, strerror(errno));
-  }
-  return RMQ_OK;
+  return rmq_damaged_dir(store, out, cap, err);
 }
 
 static int sync_dir(const char *dir, rmq_err *err) {
@@ -1158,4 +1146,29 @@ int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
   const char *tags = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_TAGS,
                                         &n);
   return rmq_commitlog_tags_code_of(cl, m, tags, n);
+}
+
+bool rmq_commitlog_entry_check(rmq_commitlog *cl, const char *topic, int32_t queue_id, int64_t n,
+                               const rmq_cq_entry *e, const rmq_message *m, char *why, size_t cap) {
+  size_t tl = strlen(topic);
+  if ((size_t)m->topic_len != tl || memcmp(m->topic, topic, tl) != 0 || m->queue_id != queue_id) {
+    snprintf(why, cap, "entry %lld of %s/%d leads to a record of %.*s/%d at %lld", (long long)n,
+             topic, (int)queue_id, (int)m->topic_len, m->topic, (int)m->queue_id,
+             (long long)e->phy_offset);
+  } else if (m->queue_offset != n) {
+    snprintf(why, cap, "entry %lld leads to the record at %lld, whose QUEUEOFFSET is %lld",
+             (long long)n, (long long)e->phy_offset, (long long)m->queue_offset);
+  } else if (e->size != m->total_size) {
+    snprintf(why, cap, "entry %lld says size %d, its record at %lld has %d", (long long)n,
+             (int)e->size, (long long)e->phy_offset, (int)m->total_size);
+  } else if (strcmp(topic, RMQ_SCHEDULE_TOPIC) != 0 &&
+             e->tags_code != rmq_commitlog_tags_code(cl, m)) {
+    /* A delayed message's tagsCode is its due time, by the levels it was written with. */
+    snprintf(why, cap, "entry %lld says tagsCode %lld, its record at %lld has %lld", (long long)n,
+             (long long)e->tags_code, (long long)e->phy_offset,
+             (long long)rmq_commitlog_tags_code(cl, m));
+  } else {
+    return true;
+  }
+  return false;
 }

@@ -217,4 +217,14 @@ int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m);
 int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, const char *tags,
                                    size_t tags_len);
 
+/*
+** Does consume-queue entry n of topic/queue_id hold what dispatch writes for
+** the record m it leads to (ConsumeQueue.putMessagePositionInfo: the
+** record's topic, queue and QUEUEOFFSET n, its size and tagsCode)? The
+** tagsCode of SCHEDULE_TOPIC_XXXX, a due time by the delay levels the store
+** was written with, is not compared. False with why (cap bytes) set.
+*/
+bool rmq_commitlog_entry_check(rmq_commitlog *cl, const char *topic, int32_t queue_id, int64_t n,
+                               const rmq_cq_entry *e, const rmq_message *m, char *why, size_t cap);
+
 #endif

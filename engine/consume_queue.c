@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "damaged.h"
 #include "message.h"
 #include "rmq.h"
 #include "topic_queue_table.h"
@@ -99,6 +100,7 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   atomic_init(&cq->max_physic_offset, -1);
   atomic_init(&cq->min_logic_offset, 0);
   atomic_init(&cq->logic_gaps, 0);
+  atomic_init(&cq->damaged_at, -1);
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
   /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
   cq->mfq.close_fds = true;
@@ -272,8 +274,9 @@ void rmq_cq_recover(rmq_consume_queue *cq) {
 ** the whole segment goes (its first entry is at or past phy_offset).
 */
 static int32_t truncate_scan(rmq_consume_queue *cq, rmq_mapped_file *mf, int64_t phy_offset) {
-  int32_t kept = 0;
-  for (int32_t pos = 0; pos + UNIT <= cq->file_size; pos += UNIT) {
+  int32_t kept = 0, wrote = rmq_mapped_file_wrote(mf);
+  /* Cutting never lengthens: a queue marked damaged keeps its early end. */
+  for (int32_t pos = 0; pos + UNIT <= wrote; pos += UNIT) {
     rmq_cq_entry e;
     entry_read(mf->mapped + pos, &e);
     if (pos == 0 && e.phy_offset >= phy_offset) return -1;
@@ -408,6 +411,90 @@ bool rmq_cq_iter_next(rmq_cq_iter *it, rmq_cq_entry *out) {
 void rmq_cq_iter_stop(rmq_cq_iter *it) {
   if (it->mf) rmq_mapped_file_release(it->mf);
   it->mf = NULL;
+}
+
+/* -------------------------------------------------------- structure check */
+
+/*
+** Entries [oldest, max) as dispatch wrote them: valid, no filler among
+** them, each record inside one segment of seg bytes, and each after the one
+** before it. The queue offset of the first entry
+** that breaks this (an entry out of order is counted from the one before
+** it, as either may be the damaged one), or -1.
+*/
+int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap) {
+  rmq_mapped_file *mf = NULL;
+  int64_t prev_end = -1, end = rmq_cq_max_offset(cq), bad = -1;
+  for (int64_t n = oldest_offset(cq); n < end && bad < 0; n++) {
+    rmq_cq_entry e;
+    if (!read_at(cq, &mf, n, &e)) break;
+    if (!entry_valid(&e) || entry_pre_blank(&e) || e.size > seg ||
+        e.phy_offset / seg != (e.phy_offset + e.size - 1) / seg) {
+      snprintf(why, cap, "entry %lld is no entry: offset %lld, size %d", (long long)n,
+               (long long)e.phy_offset, (int)e.size);
+      bad = n;
+    } else if (e.phy_offset < prev_end) {
+      snprintf(why, cap, "entry %lld leads to %lld, before the end %lld of entry %lld",
+               (long long)n, (long long)e.phy_offset, (long long)prev_end, (long long)n - 1);
+      bad = n - 1;
+    }
+    prev_end = e.phy_offset + e.size;
+  }
+  if (mf) rmq_mapped_file_release(mf);
+  return bad;
+}
+
+/* Entry n's commit-log offset, or its end (offset + size); -1 when it is no sound entry. */
+static int64_t entry_phy(rmq_consume_queue *cq, int64_t n, bool end) {
+  rmq_mapped_file *mf = NULL;
+  rmq_cq_entry e;
+  bool ok = n >= 0 && read_at(cq, &mf, n, &e) && entry_valid(&e) && !entry_pre_blank(&e);
+  if (mf) rmq_mapped_file_release(mf);
+  return !ok ? -1 : end ? e.phy_offset + e.size : e.phy_offset;
+}
+
+void rmq_cq_mark_damaged(rmq_consume_queue *cq, int64_t n, const char *why) {
+  snprintf(cq->damage, sizeof cq->damage,
+           "consume queue %s/%d is damaged at entry %lld (file %s): %s", cq->topic,
+           (int)cq->queue_id, (long long)n, cq->mfq.dir, why);
+  atomic_store(&cq->damaged_at, n);
+  /* Readers are served the sound entries before it; what needs the rest fails (rmq_cq_damage). */
+  rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, n * UNIT);
+  if (!mf) return;
+  int64_t from = mf->file_from_offset;
+  rmq_mapped_file_set_positions(mf, (int32_t)(n * UNIT - from));
+  rmq_mapped_file_release(mf);
+  drop_files_from(cq, from + 1);
+}
+
+const char *rmq_cq_damage(rmq_consume_queue *cq) {
+  return atomic_load(&cq->damaged_at) >= 0 ? cq->damage : NULL;
+}
+
+int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_dir, int64_t *moved,
+                          int64_t *redispatch_from, rmq_err *err) {
+  rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, n * UNIT);
+  int64_t from = mf ? mf->file_from_offset : n * UNIT;
+  if (mf) rmq_mapped_file_release(mf);
+  /* Dispatch again from the first record moved: entries before n are sound. */
+  int64_t first = from / UNIT;
+  int64_t prev = first > oldest_offset(cq) ? entry_phy(cq, first - 1, true) : -1;
+  *redispatch_from = first < n ? entry_phy(cq, first, false) : prev;
+  char sub[PATH_MAX];
+  snprintf(sub, sizeof sub, "consumequeue/%s/%d", cq->topic, (int)cq->queue_id);
+  rmq_mapped_file_queue *q = &cq->mfq;
+  int rc = RMQ_OK;
+  pthread_rwlock_wrlock(&q->lock);
+  while (rc == RMQ_OK && q->count > 0 && q->files[q->count - 1]->file_from_offset >= from) {
+    rmq_mapped_file *f = q->files[--q->count];
+    char name[32];
+    snprintf(name, sizeof name, "%s", f->path + strlen(q->dir) + 1);
+    rmq_mapped_file_shutdown(f, false);
+    rc = rmq_damaged_move(q->dir, name, damaged_dir, sub, moved, err);
+  }
+  pthread_rwlock_unlock(&q->lock);
+  atomic_store(&cq->max_physic_offset, prev);
+  return rc;
 }
 
 /* ----------------------------------------------------------- time search */

@@ -51,6 +51,8 @@ typedef struct rmq_consume_queue {
   _Atomic int64_t max_physic_offset; /* end (offset + size) of the last entry; -1: none */
   _Atomic int64_t min_logic_offset;  /* byte offset of the first valid entry */
   _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
+  _Atomic int64_t damaged_at;        /* a reader's: the first damaged entry; -1: none */
+  char damage[512];                  /* what rmq_cq_damage says, once damaged_at >= 0 */
 } rmq_consume_queue;
 
 /*
@@ -100,6 +102,29 @@ void rmq_cq_recover(rmq_consume_queue *cq);
 */
 void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset);
 
+/*
+** The queue's structure, without reading the log: the queue offset of the
+** first entry of [oldest, max) that is no entry (invalid, a filler, a
+** record crossing a segment of seg bytes) or is not after the entry before
+** it (a duplicate, an entry out of order: then the one before it); why
+** says what (cap bytes). -1 when sound. Reads every entry once.
+*/
+int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap);
+/*
+** A reader's damaged queue: its end moves to entry n (the sound entries
+** stay readable) and rmq_cq_damage then says why, naming the queue's
+** directory, for the reads that needed the rest. Nothing changes on disk.
+*/
+void rmq_cq_mark_damaged(rmq_consume_queue *cq, int64_t n, const char *why);
+/*
+** A writer's damaged queue: move the segment holding entry n and every
+** later one into damaged_dir/consumequeue/<topic>/<queueId>/ (their sizes
+** added to *moved), so that dispatch rebuilds them. *redispatch_from is the
+** commit-log offset of the first record whose entry was moved, or -1 when
+** it is not known (dispatch from the log's start). Errors: RMQ_EIO.
+*/
+int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_dir, int64_t *moved,
+                          int64_t *redispatch_from, rmq_err *err);
 /* correctMinOffset: min := the first entry at >= phy_min_offset, in whichever segment. */
 void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "damaged.h"
 #include "file_name.h"
 #include "io.h"
 #include "message.h"
@@ -152,43 +154,168 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
 */
 #define MAX_TIMESTAMP (INT64_MAX - (int64_t)INT32_MAX * 1000)
 
-static int header_field(const char *path, const char *name, int at, int64_t v, int64_t max,
-                        rmq_err *err) {
-  if (v >= 0 && v <= max) return RMQ_OK;
-  return rmq_err_set(err, RMQ_ECORRUPT,
-                     "index file %s: %s %lld at offset %d is out of range 0..%lld", path, name,
-                     (long long)v, at, (long long)max);
+/* ------------------------------------------------------- structure check */
+
+static bool defect(rmq_index_defect *d, int64_t at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool defect(rmq_index_defect *d, int64_t at, const char *fmt, ...) {
+  d->at = at;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->why, sizeof d->why, fmt, ap);
+  va_end(ap);
+  return false;
 }
 
-static int header_check(const char *path, const uint8_t *h, int32_t slot_num, rmq_err *err) {
-  int rc = header_field(path, "beginTimestamp", 0, rmq_get64(h), MAX_TIMESTAMP, err);
-  if (rc == RMQ_OK)
-    rc = header_field(path, "endTimestamp", 8, rmq_get64(h + 8), MAX_TIMESTAMP, err);
-  if (rc == RMQ_OK)
-    rc = header_field(path, "beginPhyOffset", 16, rmq_get64(h + 16), INT64_MAX, err);
-  if (rc == RMQ_OK) rc = header_field(path, "endPhyOffset", 24, rmq_get64(h + 24), INT64_MAX, err);
-  if (rc == RMQ_OK) rc = header_field(path, "hashSlotCount", 32, rmq_get32(h + 32), slot_num, err);
-  return rc;
+static const char *const header_names[] = {"beginTimestamp", "endTimestamp", "beginPhyOffset",
+                                           "endPhyOffset"};
+
+/* The header's fields within their ranges (what the arithmetic on them needs). */
+static bool check_header(const uint8_t *p, int32_t slot_num, int32_t index_num,
+                         rmq_index_defect *d) {
+  for (int i = 0; i < 4; i++) {
+    int64_t v = rmq_get64(p + 8 * i), max = i < 2 ? MAX_TIMESTAMP : INT64_MAX;
+    if (v < 0 || v > max) {
+      return defect(d, 8 * i, "%s %lld is out of range 0..%lld", header_names[i], (long long)v,
+                    (long long)max);
+    }
+  }
+  int32_t slots = rmq_get32(p + 32), count = rmq_get32(p + 36);
+  if (slots < 0 || slots > slot_num) {
+    return defect(d, 32, "hashSlotCount %d is out of range 0..%d (index_slots)", (int)slots,
+                  (int)slot_num);
+  }
+  if (count < 0 || count > index_num) {
+    return defect(d, 36, "indexCount %d is out of range 0..%d (index_entries)", (int)count,
+                  (int)index_num);
+  }
+  return true;
+}
+
+static int64_t check_item_at(int32_t slot_num, int64_t k) {
+  return RMQ_INDEX_HEADER_SIZE + (int64_t)slot_num * RMQ_INDEX_SLOT_SIZE + k * RMQ_INDEX_ITEM_SIZE;
+}
+
+/*
+** Items 1 .. count-1 in the order putKey wrote them: each links to the item
+** written before it in its slot (last[slot], then updated), and their
+** commit-log offsets never go down, from beginPhyOffset to endPhyOffset.
+*/
+static bool check_items(const uint8_t *p, int32_t slot_num, int32_t count, int32_t *last,
+                        rmq_index_defect *d) {
+  int64_t prev_phy = -1;
+  for (int32_t k = 1; k < count; k++) {
+    int64_t at = check_item_at(slot_num, k);
+    const uint8_t *it = p + at;
+    int32_t hash = rmq_get32(it), td = rmq_get32(it + 12), prev = rmq_get32(it + 16);
+    int64_t phy = rmq_get64(it + 4);
+    uint32_t slot = (uint32_t)hash % (uint32_t)slot_num;
+    if (hash < 0)
+      return defect(d, at, "item %d has hash %d: a key's hash is never negative", k, hash);
+    if (phy < prev_phy) {
+      return defect(d, at, "item %d leads to commit-log offset %lld, below item %d's %lld", k,
+                    (long long)phy, k - 1, (long long)prev_phy);
+    }
+    if (td < 0) return defect(d, at, "item %d has a negative timeDiff %d", k, td);
+    if (prev != last[slot]) {
+      return defect(d, at, "item %d links to item %d, but the item before it in slot %u is %d", k,
+                    prev, slot, last[slot]);
+    }
+    if (k == 1 && phy != rmq_get64(p + 16)) {
+      return defect(d, at, "item 1 leads to %lld but beginPhyOffset is %lld", (long long)phy,
+                    (long long)rmq_get64(p + 16));
+    }
+    last[slot] = k;
+    prev_phy = phy;
+  }
+  if (count > 1 && prev_phy != rmq_get64(p + 24)) {
+    return defect(d, check_item_at(slot_num, count - 1),
+                  "the last item %d leads to %lld but endPhyOffset is %lld", count - 1,
+                  (long long)prev_phy, (long long)rmq_get64(p + 24));
+  }
+  return true;
+}
+
+/*
+** Each slot holds its chain's newest item (a settled file's exactly; in a
+** file being written, a newer one may be there already). With every_slot,
+** the slots no item uses too, which must be empty; else only the used ones.
+*/
+static bool check_slots(const uint8_t *p, int32_t slot_num, int32_t count, const int32_t *last,
+                        const rmq_index_check *c, rmq_index_defect *d) {
+  int32_t used = 0;
+  for (int64_t s = 0; s < slot_num; s++) {
+    int32_t head = rmq_get32(p + RMQ_INDEX_HEADER_SIZE + s * RMQ_INDEX_SLOT_SIZE);
+    if (last[s] != 0) used++;
+    if (head == last[s] || (!c->settled && head >= count)) continue;
+    return defect(d, RMQ_INDEX_HEADER_SIZE + s * RMQ_INDEX_SLOT_SIZE,
+                  "slot %lld holds item %d where its newest item is %d", (long long)s, head,
+                  last[s]);
+  }
+  int32_t hashed = rmq_get32(p + 32);
+  if (c->settled && used != hashed) {
+    return defect(d, 32, "hashSlotCount is %d but %d slots hold items", hashed, used);
+  }
+  return true;
+}
+
+/* The slots the items use, when every_slot is off: found from the items themselves. */
+static bool check_used_slots(const uint8_t *p, int32_t slot_num, int32_t count, int32_t *last,
+                             const rmq_index_check *c, rmq_index_defect *d) {
+  if (c->every_slot) return check_slots(p, slot_num, count, last, c, d);
+  int32_t used = 0;
+  for (int32_t k = count - 1; k >= 1; k--) {
+    uint32_t slot = (uint32_t)rmq_get32(p + check_item_at(slot_num, k)) % (uint32_t)slot_num;
+    if (last[slot] != k) continue; /* not its chain's newest */
+    used++;
+    int64_t at = RMQ_INDEX_HEADER_SIZE + (int64_t)slot * RMQ_INDEX_SLOT_SIZE;
+    int32_t head = rmq_get32(p + at);
+    if (head != k && (c->settled || head < count)) {
+      return defect(d, at, "slot %u holds item %d where its newest item is %d", slot, head, k);
+    }
+  }
+  if (c->settled && used != rmq_get32(p + 32)) {
+    return defect(d, 32, "hashSlotCount is %d but %d slots hold items", (int)rmq_get32(p + 32),
+                  used);
+  }
+  return true;
+}
+
+bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
+                          const rmq_index_check *c, rmq_index_defect *d) {
+  if (!check_header(p, slot_num, index_num, d)) return false;
+  int32_t count = rmq_get32(p + 36);
+  int32_t next = count < 1 ? 1 : count;
+  static const uint8_t zero[RMQ_INDEX_ITEM_SIZE];
+  /* A count cut short leaves written items after it (putKey writes the item, then the count). */
+  if (c->settled && next < index_num &&
+      memcmp(p + check_item_at(slot_num, next), zero, sizeof zero) != 0) {
+    return defect(d, 36, "indexCount is %d but item %d after the last is written", (int)count,
+                  (int)next);
+  }
+  int32_t *last = calloc((size_t)slot_num, sizeof *last);
+  if (!last) return defect(d, -1, "out of memory checking %d slots", (int)slot_num);
+  bool ok = check_items(p, slot_num, count, last, d) &&
+            check_used_slots(p, slot_num, count, last, c, d);
+  free(last);
+  return ok;
 }
 
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
-                        rmq_index_file **out, rmq_err *err) {
+                        const rmq_index_check *check, rmq_index_file **out, rmq_err *err) {
   rmq_index_file *f;
   *out = NULL;
   int rc = index_file_map(path, slot_num, index_num, false, writable, &f, err);
   if (rc != RMQ_OK) return rc;
   const uint8_t *h = f->mf->mapped;
+  rmq_index_defect d;
+  if (!rmq_index_file_check(h, slot_num, index_num, check, &d)) {
+    rmq_index_file_close(f, false);
+    return rmq_err_set(err, RMQ_ECORRUPT, "index file %s is damaged at offset %lld: %s", path,
+                       (long long)d.at, d.why);
+  }
   int32_t count = rmq_get32(h + 36);
-  if (count > index_num) {
-    rmq_index_file_close(f, false);
-    return rmq_err_set(err, RMQ_ECORRUPT,
-                       "index file %s: indexCount %d at offset 36 exceeds index_entries %d", path,
-                       (int)count, (int)index_num);
-  }
-  if ((rc = header_check(path, h, slot_num, err)) != RMQ_OK) {
-    rmq_index_file_close(f, false);
-    return rc;
-  }
   atomic_init(&f->begin_timestamp, rmq_get64(h));
   atomic_init(&f->end_timestamp, rmq_get64(h + 8));
   atomic_init(&f->begin_phy_offset, rmq_get64(h + 16));
@@ -487,8 +614,33 @@ static int readonly_geometry(rmq_index_service *s, const char *path, int64_t siz
                      (long long)rmq_index_file_size(s->slot_num, s->index_num));
 }
 
-/* IS 57-88. */
-static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, rmq_err *err) {
+/*
+** A damaged file (RMQ_ECORRUPT from rmq_index_file_load). A reader skips it
+** and fails the key look-ups, naming it; a writer stops loading there: this
+** file and those after it are set aside and rebuilt from the log after the
+** last file kept (rmq_index_service_set_aside).
+*/
+static void take_damaged(rmq_index_service *s, const char *name, const rmq_err *why) {
+  if (s->skipped.code == RMQ_OK) s->skipped = *why;
+  if (s->writable && !s->damaged_from[0])
+    snprintf(s->damaged_from, sizeof s->damaged_from, "%s", name);
+}
+
+/* A writable file must have the configured geometry: another size is a setting, not damage. */
+static int check_geometry(rmq_index_service *s, const char *path, rmq_err *err) {
+  struct stat st;
+  int64_t size = rmq_index_file_size(s->slot_num, s->index_num);
+  if (stat(path, &st) != 0 || st.st_size == size || st.st_size == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "index file %s is %lld bytes but index_slots %d and index_entries %d "
+                     "give %lld (check those settings)",
+                     path, (long long)st.st_size, (int)s->slot_num, (int)s->index_num,
+                     (long long)size);
+}
+
+/* IS 57-88. settled: no writer is adding to the file (see rmq_index_check). */
+static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, bool settled,
+                    rmq_err *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/%s", s->dir, name);
   int32_t slots = s->slot_num, entries = s->index_num;
@@ -503,9 +655,14 @@ static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, r
     }
     if (slots == 0) return RMQ_OK;
   }
-  rmq_index_file *f;
-  int rc = rmq_index_file_load(path, slots, entries, s->writable, &f, err);
+  int rc = s->writable ? check_geometry(s, path, err) : RMQ_OK;
   if (rc != RMQ_OK) return rc;
+  rmq_index_file *f;
+  rmq_index_check check = {.settled = settled};
+  rmq_err why = {0};
+  rc = rmq_index_file_load(path, slots, entries, s->writable, &check, &f, &why);
+  if (rc == RMQ_ECORRUPT) take_damaged(s, name, &why);
+  if (rc != RMQ_OK) return rc == RMQ_ECORRUPT ? RMQ_OK : rmq_err_set(err, rc, "%s", why.msg);
   /* What a reader reports as the store's geometry: its newest file's. */
   s->slot_num = slots;
   s->index_num = entries;
@@ -525,9 +682,32 @@ int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err
   int n;
   int rc = list_index_names(s->dir, &names, &n, err);
   pthread_rwlock_wrlock(&s->lock);
-  for (int i = 0; rc == RMQ_OK && i < n; i++) rc = load_one(s, names[i], last_exit_ok, err);
+  for (int i = 0; rc == RMQ_OK && i < n && !s->damaged_from[0]; i++) {
+    /* After a crash the newest file may hold items its header does not count yet. */
+    rc = load_one(s, names[i], last_exit_ok, last_exit_ok || i < n - 1, err);
+  }
   pthread_rwlock_unlock(&s->lock);
   for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
+int64_t rmq_index_service_rebuild_from(rmq_index_service *s) {
+  if (!s->damaged_from[0]) return INT64_MAX;
+  return s->count ? atomic_load(&s->files[s->count - 1]->end_phy_offset) : 0;
+}
+
+int rmq_index_service_set_aside(rmq_index_service *s, const char *damaged_dir, int64_t *moved,
+                                rmq_err *err) {
+  char **names;
+  int n;
+  int rc = list_index_names(s->dir, &names, &n, err);
+  for (int i = 0; i < n; i++) {
+    if (rc == RMQ_OK && strcmp(names[i], s->damaged_from) >= 0) {
+      rc = rmq_damaged_move(s->dir, names[i], damaged_dir, "index", moved, err);
+    }
+    free(names[i]);
+  }
   free(names);
   return rc;
 }

@@ -72,14 +72,41 @@ int64_t rmq_index_file_size(int32_t slot_num, int32_t index_num);
 int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
                           int64_t prev_end_phy_offset, int64_t prev_end_timestamp,
                           rmq_index_file **out, rmq_err *err);
+/* How much of a file rmq_index_file_check may hold to. */
+typedef struct rmq_index_check {
+  bool settled;    /* no writer is adding items: its header and slots are final */
+  bool every_slot; /* read every slot, not only those the items use (verify) */
+} rmq_index_check;
+
+/* Where a file's structure breaks: the byte offset in the file and why. */
+typedef struct rmq_index_defect {
+  int64_t at;
+  char why[200];
+} rmq_index_defect;
+
 /*
-** Open an existing index file and read its header (indexCount <= 0 reads as
-** 1); an empty file opened writable is sized first. Errors: RMQ_ECORRUPT
-** when the size does not match slot_num/index_num
-** (naming both settings) or indexCount exceeds index_num; RMQ_EIO; RMQ_ENOMEM.
+** The structure of an index file's bytes p (slot_num and index_num its
+** geometry), without the commit log: every header field in range; items
+** 1 .. indexCount-1 each linked to the item written before it in its slot,
+** their commit-log offsets non-decreasing from beginPhyOffset to
+** endPhyOffset; each used slot naming its newest item; and, settled, no
+** item written past indexCount and hashSlotCount the number of used slots.
+** What a damaged header, a zeroed slot table or zeroed items would hide
+** from a key look-up is found here. False with *d set at the first defect.
+** Reads indexCount * 20 bytes and, with every_slot, the whole slot table.
+*/
+bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
+                          const rmq_index_check *c, rmq_index_defect *d);
+
+/*
+** Open an existing index file, check it (rmq_index_file_check) and read its
+** header (indexCount <= 0 reads as 1); an empty file opened writable is
+** sized first. Errors: RMQ_ECORRUPT when the size does not match
+** slot_num/index_num (naming both settings) or the check fails (naming the
+** offset and what is wrong); RMQ_EIO; RMQ_ENOMEM.
 */
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
-                        rmq_index_file **out, rmq_err *err);
+                        const rmq_index_check *check, rmq_index_file **out, rmq_err *err);
 /* Unmap (after the last reader) and free; unlink the file too if asked. */
 void rmq_index_file_close(rmq_index_file *f, bool unlink_file);
 
@@ -139,7 +166,8 @@ typedef struct rmq_index_service {
   pthread_rwlock_t lock;      /* guards files/count/cap */
   rmq_index_file **files;     /* oldest first (name order) */
   int count, cap;
-  rmq_err skipped;            /* read-only: why the first file it could not read was skipped */
+  rmq_err skipped;            /* why the first file it could not read was skipped */
+  char damaged_from[18];      /* writable: the first damaged file; it and later ones go */
   rmq_retired_files *retired; /* where deleted files wait for their readers; NULL: none */
 } rmq_index_service;
 
@@ -165,12 +193,29 @@ void rmq_index_service_destroy(rmq_index_service *s);
 ** one whose geometry none of these gives, with the reason in `skipped`
 ** (the first such file's), so that what does not need the index still
 ** reads. Its slot_num/index_num then describe the newest file loaded.
+** Each file is checked as rmq_index_file_load does: a read-only service
+** skips a damaged one (key look-ups fail naming it), a writable one stops at
+** it (rmq_index_service_rebuild_from). A file of another size than the
+** configured geometry fails a writable load (a setting, not damage).
 ** After an abnormal exit (!last_exit_ok) a writable service deletes every
 ** file whose endTimestamp > checkpoint indexMsgTimestamp (0 without a
 ** checkpoint), so that dispatch rebuilds them; a read-only service keeps
 ** them, as they are the best index it can have.
 */
 int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err);
+
+/*
+** Where dispatch must rebuild the index from after a writable load found a
+** damaged file: the end of the last file kept (0: the log's start);
+** INT64_MAX when nothing was damaged.
+*/
+int64_t rmq_index_service_rebuild_from(rmq_index_service *s);
+/*
+** Move the damaged file a writable load found, and every later one, into
+** damaged_dir/index/ (adding their sizes to *moved). Errors: RMQ_EIO.
+*/
+int rmq_index_service_set_aside(rmq_index_service *s, const char *damaged_dir, int64_t *moved,
+                                rmq_err *err);
 
 /*
 ** IndexService.buildIndex for one dispatched record: skip it when its offset

@@ -559,6 +559,21 @@ int64_t rmq_store_min_offset(rmq_store *s);
 /* minOffsetInQueue and maxOffsetInQueue (the next offset to write). */
 int64_t rmq_cq_min_offset(rmq_consume_queue *cq);
 int64_t rmq_cq_max_offset(rmq_consume_queue *cq);
+/*
+** NULL for a sound queue. For one a read-only open found damaged: why,
+** naming its directory and first damaged entry; the queue then ends there,
+** and a read that wants entries past its end must fail with this text.
+*/
+const char *rmq_cq_damage(rmq_consume_queue *cq);
+/*
+** Does entry n of (topic, queue_id), e, lead to the record m it should: the
+** record's topic, queue and QUEUEOFFSET n, its size and tagsCode? Else
+** RMQ_ECORRUPT naming the queue's entry and what differs, and how to
+** rebuild it. Readers check every entry they follow, so that damage the
+** open could not see without reading the log is never served.
+*/
+int rmq_store_check_entry(rmq_store *s, const char *topic, int32_t queue_id, int64_t n,
+                          const rmq_cq_entry *e, const rmq_message *m, rmq_err *err);
 
 /*
 ** Sequential reads, Redis-stream style: the caller owns the struct.

@@ -43,6 +43,7 @@
 #include "index_file.h"
 #include "io.h"
 #include "properties.h"
+#include "rebuild.h"
 #include "reput.h"
 #include "service_thread.h"
 #include "topic_config.h"
@@ -59,6 +60,7 @@ struct rmq_store {
   rmq_commitlog commitlog;
   rmq_cq_table *cqs;
   rmq_index_service index;
+  rmq_rebuild rebuild; /* what the open found damaged in the derived files */
   rmq_transient_store_pool *pool;
   rmq_staging_pool *staging;
   rmq_allocate_service *allocate;
@@ -73,7 +75,7 @@ struct rmq_store {
   rmq_ha_client *ha_client;  /* a slave's connection to its master */
   rmq_retired_files retired; /* deleted files that readers still hold */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
-  char recovery_report[768];
+  char recovery_report[1536];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
   _Atomic int64_t latency_buckets[RMQ_LATENCY_BUCKETS];
 };
@@ -446,6 +448,8 @@ static int open_queues(rmq_store *s, rmq_err *err) {
   }
   s->index.retired = &s->retired;
   if (rc == RMQ_OK) rc = rmq_index_service_load(&s->index, s->last_exit_ok, err);
+  rmq_rebuild_init(&s->rebuild, s->dir, &s->commitlog, s->cqs, &s->index, writable);
+  if (rc == RMQ_OK) rc = rmq_rebuild_index(&s->rebuild, err);
   if (rc == RMQ_OK) s->reput = rmq_reput_new(&s->commitlog, s->cqs, &s->index, &s->checkpoint, err);
   return rc == RMQ_OK && !s->reput ? err->code : rc;
 }
@@ -520,12 +524,19 @@ static int recover(rmq_store *s, rmq_err *err) {
     snprintf(s->recovery_report + len, sizeof s->recovery_report - len,
              "; consume-queue entries at or past %lld cut", (long long)end);
   }
+  if (rc == RMQ_OK) rc = rmq_rebuild_queues(&s->rebuild, err);
+  if (s->rebuild.report[0]) {
+    size_t len = strlen(s->recovery_report);
+    snprintf(s->recovery_report + len, sizeof s->recovery_report - len, "; %s%s", s->rebuild.report,
+             s->rebuild.moved ? ", the damaged files moved into damaged/" : "");
+  }
   return rc == RMQ_OK ? recover_topic_queue_table(s, err) : rc;
 }
 
 /* Dispatch what the consume queues lack (ReputMessageService) and wait for it. */
 static int catch_up(rmq_store *s, rmq_err *err) {
   int64_t from = cq_max_physic(s), min = rmq_commitlog_min_offset(&s->commitlog);
+  if (s->rebuild.from < from) from = s->rebuild.from;
   int rc = rmq_reput_start(s->reput, from > min ? from : min, err);
   if (rc == RMQ_OK) {
     rc = rmq_reput_wait_for(s->reput, rmq_commitlog_max_offset(&s->commitlog), CATCH_UP_TIMEOUT_MS,
@@ -931,6 +942,18 @@ void rmq_store_service_runs(rmq_store *s, rmq_stats *st) {
 int rmq_store_read(rmq_store *s, int64_t offset, rmq_commitlog_ref *ref, rmq_message *out,
                    rmq_err *err) {
   return rmq_commitlog_read_message(&s->commitlog, offset, false, ref, out, err);
+}
+
+int rmq_store_check_entry(rmq_store *s, const char *topic, int32_t queue_id, int64_t n,
+                          const rmq_cq_entry *e, const rmq_message *m, rmq_err *err) {
+  char why[300];
+  if (rmq_commitlog_entry_check(&s->commitlog, topic, queue_id, n, e, m, why, sizeof why)) {
+    return RMQ_OK;
+  }
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "consume queue %s/consumequeue/%s/%d is damaged: %s; close the store and "
+                     "run SELECT rocketmq_repair('%s') to rebuild it from the commit log",
+                     s->dir, topic, (int)queue_id, why, s->dir);
 }
 
 rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t queue_id) {

@@ -947,6 +947,12 @@ static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e, bool *row) {
                     c->topic, c->queue_id, (long long)(c->it.offset - 1), (long long)e->phy_offset);
     return SQLITE_CORRUPT;
   }
+  rmq_err err = {0};
+  if (rmq_store_check_entry(c->vt->store, c->topic, c->queue_id, c->it.offset - 1, e, &c->m,
+                            &err) != RMQ_OK) {
+    rmqx_vtab_error(&c->vt->base, "%s", err.msg);
+    return SQLITE_CORRUPT;
+  }
   if (c->has_tags && !tags_match(c, e->tags_code)) return SQLITE_OK;
   if (c->m.store_timestamp < c->ts_lo) return SQLITE_OK; /* stored while the clock went back */
   if (c->skip > 0) {
@@ -987,6 +993,11 @@ static int cq_next(store_cursor *c) {
     }
     if (c->iterating) rmq_cq_iter_stop(&c->it);
     c->iterating = false;
+    /* A damaged queue ends early: what it would hold past there is not known. */
+    if (c->cq && rmq_cq_damage(c->cq) && c->next_offset < c->qoff_end) {
+      rmqx_vtab_error(&c->vt->base, "%s", rmq_cq_damage(c->cq));
+      return SQLITE_CORRUPT;
+    }
     bool grew = false;
     if (c->next_offset < c->qoff_end) {
       int rc = wait_for_arrival(c, &grew);

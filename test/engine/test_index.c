@@ -414,6 +414,8 @@ static void test_prev_file_end(void) {
 ** A header value out of range is an error that names it, never arithmetic
 ** that overflows (UBSan would report beginTimestamp + timeDiff * 1000).
 */
+static const rmq_index_check settled = {.settled = true};
+
 static void check_damaged_header(const char *path) {
   static const struct {
     int at, width;
@@ -434,7 +436,7 @@ static void check_damaged_header(const char *path) {
     CHECK(pwrite(fd, v, (size_t)bad[i].width, bad[i].at) == bad[i].width);
     rmq_index_file *f;
     rmq_err err = {0};
-    int rc = rmq_index_file_load(path, 8, 16, true, &f, &err);
+    int rc = rmq_index_file_load(path, 8, 16, true, &settled, &f, &err);
     CHECK_EQ_INT(rc, RMQ_ECORRUPT);
     CHECK(strstr(err.msg, bad[i].name) != NULL);
     if (rc == RMQ_OK) {
@@ -502,8 +504,10 @@ static void test_file_level(void) {
   n = 0;
   rmq_index_file_select(f, 8 * 2 + 5, 16, 0, INT64_MAX, out, &n);
   CHECK_EQ_INT(n, 0);
+  rmq_put32(items + 2 * 20 + 12, 0); /* and repair the rest */
+  rmq_put32(items + 1 * 20 + 16, 0);
   /* Full at index_num - 1 items. */
-  for (int i = 5; i < 16; i++) CHECK(rmq_index_file_put_key(f, i, i, T0 + 100000));
+  for (int i = 5; i < 16; i++) CHECK(rmq_index_file_put_key(f, i, 5000 + i, T0 + 100000));
   CHECK(rmq_index_file_is_full(f));
   CHECK(!rmq_index_file_put_key(f, 1, 1, T0));
   rmq_index_file_header(f, &h);
@@ -512,14 +516,14 @@ static void test_file_level(void) {
   rmq_index_file_close(f, false);
 
   /* Reopen: the header comes back; read-only refuses items. */
-  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, false, &f, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, false, &settled, &f, &err), RMQ_OK);
   rmq_index_file_header(f, &h);
   CHECK_EQ_INT(h.index_count, 16);
   CHECK_EQ_INT(h.end_timestamp, T0 + 100000);
   CHECK_EQ_INT(h.begin_phy_offset, 1000);
   rmq_index_file_close(f, false);
   /* Sizes that do not match the settings, and a damaged indexCount. */
-  CHECK_EQ_INT(rmq_index_file_load(path, 16, 16, true, &f, &err), RMQ_ECORRUPT);
+  CHECK_EQ_INT(rmq_index_file_load(path, 16, 16, true, &settled, &f, &err), RMQ_ECORRUPT);
   CHECK(strstr(err.msg, "index_slots 16") && strstr(err.msg, "20240101000000000"));
   CHECK(f == NULL);
   rmq_err_clear(&err);
@@ -528,19 +532,23 @@ static void test_file_level(void) {
   rmq_put32(big, 17);
   CHECK(pwrite(fd, big, 4, 36) == 4);
   close(fd);
-  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_ECORRUPT);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &settled, &f, &err), RMQ_ECORRUPT);
   CHECK(strstr(err.msg, "indexCount 17") != NULL);
   rmq_err_clear(&err);
-  rmq_put32(big, 0); /* <= 0 reads as 1 */
+  rmq_put32(big, 0); /* <= 0 reads as 1, but items follow it: damage, unless a writer is adding */
   fd = open(path, O_WRONLY);
   CHECK(pwrite(fd, big, 4, 36) == 4);
   close(fd);
-  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &settled, &f, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "indexCount is 0 but item 1 after the last is written") != NULL);
+  rmq_err_clear(&err);
+  rmq_index_check live = {.settled = false};
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &live, &f, &err), RMQ_OK);
   rmq_index_file_header(f, &h);
   CHECK_EQ_INT(h.index_count, 1);
   rmq_index_file_close(f, false);
   check_damaged_header(path);
-  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &f, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_file_load(path, 8, 16, true, &live, &f, &err), RMQ_OK);
   rmq_index_file_close(f, true);
   CHECK(access(path, F_OK) != 0);
 
@@ -832,9 +840,11 @@ static void test_readonly_geometry(void) {
                               "give 420000040, index_entries = 4 * index_slots fits no size, "
                               "and its items do not show its geometry") != NULL);
   rmq_index_service_destroy(&s);
+  /* With its geometry given, the disagreement itself is the damage that skips it. */
   init(&s, dir, 8, 16, false, NULL);
   CHECK_EQ_INT(rmq_index_service_load(&s, true, &err), RMQ_OK);
-  CHECK_EQ_INT(query(&s, "TR", "R2", 64, 0, INT64_MAX, got), 1);
+  CHECK_EQ_INT(rmq_index_service_count(&s), 0);
+  CHECK(strstr(s.skipped.msg, "is damaged at offset") && strstr(s.skipped.msg, "endPhyOffset"));
   rmq_index_service_destroy(&s);
   tu_rmrf(dir);
 }
