@@ -284,6 +284,7 @@ static bool check_used_slots(const uint8_t *p, int32_t slot_num, int32_t count, 
 
 bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
                           const rmq_index_check *c, rmq_index_defect *d) {
+  d->items_at = check_item_at(slot_num, 0);
   if (!check_header(p, slot_num, index_num, d)) return false;
   int32_t count = rmq_get32(p + 36);
   int32_t next = count < 1 ? 1 : count;
@@ -389,10 +390,12 @@ static bool already_found(const int64_t *out, int count, int64_t off) {
 
 /*
 ** IF 175-230. With match, an item counts only if match accepts its record,
-** so colliding keys cannot fill max_num in front of the key looked up.
+** so colliding keys cannot fill max_num in front of the key looked up. An
+** item match finds damaged stops the walk: its number goes into *damaged.
 */
 static void index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
-                              int64_t end, const rmq_index_match *match, int64_t *out, int *count) {
+                              int64_t end, const rmq_index_match *match, int64_t *out, int *count,
+                              int32_t *damaged) {
   int32_t k = slot_load(slot_at(f, key_hash));
   int32_t index_count = atomic_load(&f->index_count);
   if (k <= 0 || k > index_count || index_count <= 1) return;
@@ -405,9 +408,14 @@ static void index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, 
     if (time_diff < 0) break;
     int64_t time_read = file_begin + (int64_t)time_diff * 1000;
     int64_t off = rmq_get64(item + 4);
-    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end &&
-        (!match || (match->fn(match->ctx, off) && !already_found(out, *count, off)))) {
-      out[(*count)++] = off;
+    if (rmq_get32(item) == key_hash && time_read >= begin && time_read <= end) {
+      rmq_index_verdict v = match ? match->fn(match->ctx, off, key_hash) : RMQ_INDEX_MATCH;
+      if (v == RMQ_INDEX_DAMAGED) {
+        *damaged = k;
+        return;
+      }
+      if (v == RMQ_INDEX_MATCH && (!match || !already_found(out, *count, off)))
+        out[(*count)++] = off;
     }
     /* A sound chain points strictly backwards; RocketMQ only stops at prev == k. */
     if (prev <= 0 || prev > index_count || prev >= k || time_read < begin) break;
@@ -417,7 +425,8 @@ static void index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, 
 
 void rmq_index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, int64_t begin,
                            int64_t end, int64_t *out, int *count) {
-  index_file_select(f, key_hash, max_num, begin, end, NULL, out, count);
+  int32_t damaged = 0;
+  index_file_select(f, key_hash, max_num, begin, end, NULL, out, count, &damaged);
 }
 
 bool rmq_index_file_time_matched(rmq_index_file *f, int64_t begin, int64_t end) {
@@ -692,6 +701,38 @@ int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err
   return rc;
 }
 
+/* The file's geometry as a load takes it: configured when writable, else read off its size. */
+static bool file_geometry(rmq_index_service *s, const char *path, int64_t size, int32_t *slots,
+                          int32_t *entries) {
+  rmq_err why = {0};
+  if (!s->writable) return readonly_geometry(s, path, size, slots, entries, &why) == RMQ_OK;
+  *slots = s->slot_num;
+  *entries = s->index_num;
+  return size == rmq_index_file_size(*slots, *entries);
+}
+
+int rmq_index_service_check_file(rmq_index_service *s, const char *name, bool settled,
+                                 rmq_index_defect *d) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", s->dir, name);
+  struct stat st;
+  int32_t slots, entries;
+  if (stat(path, &st) != 0 || st.st_size == 0) return RMQ_OK;
+  if (!file_geometry(s, path, (int64_t)st.st_size, &slots, &entries)) return RMQ_OK;
+  if (slots == 0) return RMQ_OK; /* holds no item */
+  int fd = rmq_io_open(path, O_RDONLY | O_CLOEXEC, 0);
+  void *map = fd < 0 ? MAP_FAILED : rmq_io_mmap(fd, (size_t)st.st_size, 0);
+  if (fd >= 0) close(fd);
+  if (map == MAP_FAILED) {
+    defect(d, -1, "cannot be read: %s", strerror(errno));
+    return RMQ_ECORRUPT;
+  }
+  rmq_index_check c = {.settled = settled, .every_slot = true};
+  bool ok = rmq_index_file_check(map, slots, entries, &c, d);
+  munmap(map, (size_t)st.st_size);
+  return ok ? RMQ_OK : RMQ_ECORRUPT;
+}
+
 int64_t rmq_index_service_rebuild_from(rmq_index_service *s) {
   if (!s->damaged_from[0]) return INT64_MAX;
   return s->count ? atomic_load(&s->files[s->count - 1]->end_phy_offset) : 0;
@@ -824,6 +865,21 @@ static int put_key(rmq_index_service *s, rmq_index_file **f, const rmq_index_req
   return RMQ_OK;
 }
 
+bool rmq_index_keys_have_hash(const char *topic, size_t topic_len, const char *uniq_key,
+                              size_t uniq_len, const char *keys, size_t keys_len, int32_t hash) {
+  if (uniq_key && rmq_index_key_hash(topic, topic_len, uniq_key, uniq_len) == hash) return true;
+  const char *k = keys, *end = keys ? keys + keys_len : NULL;
+  while (k && k < end) {
+    const char *sp = memchr(k, ' ', (size_t)(end - k));
+    const char *tok_end = sp ? sp : end;
+    if (tok_end > k && rmq_index_key_hash(topic, topic_len, k, (size_t)(tok_end - k)) == hash) {
+      return true;
+    }
+    k = tok_end + 1;
+  }
+  return false;
+}
+
 /* IS 201-261. */
 int rmq_index_service_build(rmq_index_service *s, const rmq_index_request *req, rmq_err *err) {
   if (!s->writable) {
@@ -863,17 +919,28 @@ int rmq_index_service_query_matching(rmq_index_service *s, const char *topic, si
     return rmq_err_set(err, RMQ_EINVAL, "index query: no room for %d offsets", max_num);
   }
   int32_t hash = rmq_index_key_hash(topic, topic_len, key, key_len);
+  int rc = RMQ_OK;
   pthread_rwlock_rdlock(&s->lock);
   for (int i = s->count - 1; i >= 0 && *count < max_num; i--) {
     rmq_index_file *f = s->files[i];
     if (rmq_index_file_time_matched(f, begin, end)) {
-      index_file_select(f, hash, max_num, begin, end, match, offsets, count);
+      int32_t damaged = 0;
+      index_file_select(f, hash, max_num, begin, end, match, offsets, count, &damaged);
+      if (damaged) {
+        rc = rmq_err_set(err, RMQ_ECORRUPT,
+                         "index file %s is damaged: item %d leads to commit-log offset %lld, "
+                         "where no record has a key of its hash %d; close the store and run "
+                         "SELECT rocketmq_repair on it to rebuild the index from the log",
+                         rmq_index_file_path(f), (int)damaged,
+                         (long long)rmq_get64(item_at(f, damaged) + 4), (int)hash);
+        break;
+      }
     }
     if (atomic_load(&f->begin_timestamp) < begin) break;
   }
   pthread_rwlock_unlock(&s->lock);
   qsort(offsets, (size_t)*count, sizeof *offsets, cmp_offsets);
-  return RMQ_OK;
+  return rc;
 }
 
 int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topic_len,

@@ -81,6 +81,7 @@ typedef struct rmq_index_check {
 /* Where a file's structure breaks: the byte offset in the file and why. */
 typedef struct rmq_index_defect {
   int64_t at;
+  int64_t items_at; /* where the items start: the header and slots are before */
   char why[200];
 } rmq_index_defect;
 
@@ -205,6 +206,16 @@ void rmq_index_service_destroy(rmq_index_service *s);
 int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err);
 
 /*
+** rmq_index_file_check of the file `name` of the service's directory, with
+** every slot read, the geometry taken as a load takes it. RMQ_ECORRUPT with
+** *d set when it is damaged (also when it cannot be opened or mapped);
+** RMQ_OK for a sound file and for one no geometry explains or that holds
+** no item (a load skips those with its own reason).
+*/
+int rmq_index_service_check_file(rmq_index_service *s, const char *name, bool settled,
+                                 rmq_index_defect *d);
+
+/*
 ** Where dispatch must rebuild the index from after a writable load found a
 ** damaged file: the end of the last file kept (0: the log's start);
 ** INT64_MAX when nothing was damaged.
@@ -240,16 +251,31 @@ int rmq_index_service_query(rmq_index_service *s, const char *topic, size_t topi
                             const char *key, size_t key_len, int max_num, int64_t begin,
                             int64_t end, int64_t *offsets, int *count, rmq_err *err);
 
+/*
+** Does topic#uniq_key or topic#(a space-separated token of keys) hash to
+** hash? What an item of a record must show (IndexService.buildIndex).
+*/
+bool rmq_index_keys_have_hash(const char *topic, size_t topic_len, const char *uniq_key,
+                              size_t uniq_len, const char *keys, size_t keys_len, int32_t hash);
+
+/* What a record makes of an item with the hash looked up. */
+typedef enum rmq_index_verdict {
+  RMQ_INDEX_OTHER,  /* another key of the same hash, or a record that expired */
+  RMQ_INDEX_MATCH,  /* the record holds the key looked up */
+  RMQ_INDEX_DAMAGED /* no record there, or none of its keys has the item's hash */
+} rmq_index_verdict;
+
 /* Whether the record at phy_offset holds the key looked up (the index compares hashes only). */
 typedef struct rmq_index_match {
-  bool (*fn)(void *ctx, int64_t phy_offset);
+  rmq_index_verdict (*fn)(void *ctx, int64_t phy_offset, int32_t key_hash);
   void *ctx;
 } rmq_index_match;
 
 /*
 ** rmq_index_service_query keeping only the items whose record match
 ** accepts, each offset once: max_num caps matching records, so no number of
-** colliding keys can hide a key's messages. The work is bounded by the
+** colliding keys can hide a key's messages. An item match finds damaged
+** ends the look-up with RMQ_ECORRUPT naming the file and the item. The work is bounded by the
 ** length of the hash chain within [begin, end] (at most index_entries items
 ** per file), one record read per item with the same hash.
 */

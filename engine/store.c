@@ -1053,19 +1053,40 @@ typedef struct key_lookup {
   size_t topic_len, key_len;
 } key_lookup;
 
-/* The index compares hashes only: re-check topic and key on the record. */
-static bool record_matches(void *ctx, int64_t phy_offset) {
+/*
+** The index compares hashes only: re-check topic and key on the record. An
+** item that leads inside the log to no record, or to one none of whose
+** keys has its hash, is damage, not a collision.
+*/
+static rmq_index_verdict record_matches(void *ctx, int64_t phy_offset, int32_t key_hash) {
   key_lookup *k = ctx;
   rmq_commitlog_ref ref;
   rmq_message m;
   rmq_err e = {0};
-  if (rmq_commitlog_read_message(&k->s->commitlog, phy_offset, false, &ref, &m, &e) != RMQ_OK) {
-    return false; /* expired or cut by recovery since it was indexed */
+  /* Expired since it was indexed, or past an end that recovery cut after a crash. */
+  if (phy_offset < rmq_commitlog_min_offset(&k->s->commitlog) ||
+      phy_offset >= rmq_commitlog_max_offset(&k->s->commitlog)) {
+    return RMQ_INDEX_OTHER;
   }
-  bool ok = (size_t)m.topic_len == k->topic_len && memcmp(m.topic, k->topic, k->topic_len) == 0 &&
-            record_has_key(&m, k->key, k->key_len);
+  if (rmq_commitlog_read_message(&k->s->commitlog, phy_offset, false, &ref, &m, &e) != RMQ_OK) {
+    return RMQ_INDEX_DAMAGED;
+  }
+  rmq_index_verdict v = RMQ_INDEX_OTHER;
+  if ((size_t)m.topic_len == k->topic_len && memcmp(m.topic, k->topic, k->topic_len) == 0 &&
+      record_has_key(&m, k->key, k->key_len)) {
+    v = RMQ_INDEX_MATCH;
+  } else {
+    size_t un = 0, kn = 0;
+    const char *uniq = rmq_properties_get(m.properties, (size_t)m.properties_len,
+                                          RMQ_PROPERTY_UNIQ_KEY, &un);
+    const char *keys = rmq_properties_get(m.properties, (size_t)m.properties_len, RMQ_PROPERTY_KEYS,
+                                          &kn);
+    if (!rmq_index_keys_have_hash(m.topic, (size_t)m.topic_len, uniq, un, keys, kn, key_hash)) {
+      v = RMQ_INDEX_DAMAGED;
+    }
+  }
   rmq_commitlog_ref_release(&ref);
-  return ok;
+  return v;
 }
 
 int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,

@@ -297,6 +297,7 @@ static int check_files(verifier *v, const char *dir, rmq_store *s, rmq_err *err)
 */
 typedef struct queue_state {
   rmq_consume_queue *cq;
+  bool is_schedule; /* SCHEDULE_TOPIC_XXXX: tagsCode is a due time */
   size_t topic_len;
   rmq_mapped_file *mf;
   int64_t next;
@@ -325,6 +326,9 @@ typedef struct store_check {
   size_t queue_mask;
   rmq_mapped_file *rec_mf; /* held for the records decoded out of the walk's order */
   index_cursor ix;
+  bool index_damaged; /* a file's structure is damaged: its items are not walked */
+  int64_t index_from; /* the first record the index covers; INT64_MAX: none yet */
+  int64_t delay_ms[RMQ_MAX_DELAY_LEVELS]; /* each level's delay as the store was written */
 } store_check;
 
 /* ------------------------------------------------------------- checkpoint */
@@ -433,7 +437,11 @@ static int load_queues(store_check *c, rmq_err *err) {
     size_t j = queue_hash(all[i]->topic, len, all[i]->queue_id) & c->queue_mask;
     while (c->queues[j].cq) j = (j + 1) & c->queue_mask;
     rmq_mapped_file *first = rmq_mfq_first(&all[i]->mfq);
-    c->queues[j] = (queue_state){.cq = all[i], .topic_len = len, .mf = first};
+    c->queues[j] = (queue_state){.cq = all[i],
+                                 .is_schedule = strcmp(all[i]->topic, RMQ_SCHEDULE_TOPIC) == 0 &&
+                                                all[i]->queue_id < RMQ_MAX_DELAY_LEVELS,
+                                 .topic_len = len,
+                                 .mf = first};
     if (first) c->queues[j].next = first->file_from_offset / RMQ_CQ_UNIT_SIZE;
   }
   free(all);
@@ -522,6 +530,9 @@ static void compare_entry(store_check *c, queue_state *q, int64_t n, const rmq_c
     p = &found;
   }
   int64_t tags = rmq_commitlog_tags_code_of(c->cl, m, p->tags.value, p->tags.len);
+  if (q->is_schedule && c->delay_ms[q->cq->queue_id] >= 0) {
+    tags = m->store_timestamp + c->delay_ms[q->cq->queue_id];
+  }
   if (e->tags_code != tags) {
     cq_report(c, q, n, RMQ_DEFECT_CQ_TAGS,
               "entry %lld says tagsCode %lld, its record at %lld has %lld", (long long)n,
@@ -574,6 +585,38 @@ static bool classify_entry(store_check *c, queue_state *q, int64_t n, const rmq_
   return true;
 }
 
+/*
+** The delay of each level as the store was written (its delay_levels, or a
+** broker's messageDelayLevel, which the files do not hold): what most of
+** the level's entries show, tagsCode - store time, found by a majority
+** vote (Boyer-Moore). A level without entries keeps -1: the configured one.
+*/
+static void infer_delays(store_check *c) {
+  for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) c->delay_ms[i] = -1;
+  for (size_t i = 0; c->queues && i <= c->queue_mask; i++) {
+    queue_state *q = &c->queues[i];
+    if (!q->cq || !q->is_schedule) continue;
+    int64_t candidate = -1, votes = 0;
+    rmq_cq_iter it;
+    rmq_cq_entry e;
+    rmq_cq_iter_start(&it, q->cq, 0);
+    /* Read without recovery, a closed store's queue ends at its first empty entry. */
+    while (rmq_cq_iter_next(&it, &e) && e.size > 0) {
+      rmq_commitlog_ref ref;
+      rmq_message m;
+      rmq_err err = {0};
+      if (rmq_commitlog_read_message(c->cl, e.phy_offset, false, &ref, &m, &err) != RMQ_OK)
+        continue;
+      int64_t delay = e.tags_code - m.store_timestamp;
+      rmq_commitlog_ref_release(&ref);
+      if (votes == 0) candidate = delay;
+      votes += delay == candidate ? 1 : -1;
+    }
+    rmq_cq_iter_stop(&it);
+    if (candidate >= 0) c->delay_ms[q->cq->queue_id] = candidate;
+  }
+}
+
 /* Entries [q->next, to) that no record claimed in order; in a live store, up to the walk. */
 static void classify_skipped(store_check *c, queue_state *q, int64_t to) {
   rmq_cq_entry e;
@@ -619,19 +662,8 @@ static void check_unclaimed_entries(store_check *c) {
 
 /* Does topic#UNIQ_KEY or topic#(a KEYS token) of m (p: its properties) hash to key_hash? */
 static bool record_has_hash(const rmq_message *m, const record_props *p, int32_t key_hash) {
-  size_t tl = (size_t)m->topic_len;
-  const rmq_property_value *u = &p->uniq_key;
-  if (u->value && rmq_index_key_hash(m->topic, tl, u->value, u->len) == key_hash) return true;
-  const char *k = p->keys.value, *end = k ? k + p->keys.len : NULL;
-  while (k && k < end) {
-    const char *sp = memchr(k, ' ', (size_t)(end - k));
-    const char *tok_end = sp ? sp : end;
-    if (tok_end > k && rmq_index_key_hash(m->topic, tl, k, (size_t)(tok_end - k)) == key_hash) {
-      return true;
-    }
-    k = tok_end + 1;
-  }
-  return false;
+  return rmq_index_keys_have_hash(m->topic, (size_t)m->topic_len, p->uniq_key.value,
+                                  p->uniq_key.len, p->keys.value, p->keys.len, key_hash);
 }
 
 /* Move to the next item, in the next file after the last of one; false at the end. */
@@ -674,6 +706,33 @@ static void index_report(store_check *c, const char *fmt, ...) {
   report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY, "%s", detail);
 }
 
+/*
+** The current item's timeDiff, and the header's times, against its
+** record's store time (IndexFile.putKey): timeDiff counts seconds from
+** beginTimestamp, which the first item set to its own record's time; the
+** first item's was counted from the time before (a rolled file's
+** predecessor's end), which is not known here.
+*/
+static void check_item_time(store_check *c, int64_t ts) {
+  const rmq_index_header *h = &c->ix.iv.header;
+  int32_t k = c->ix.k;
+  int64_t begin = h->begin_timestamp;
+  if (k == 1 && ts != begin) {
+    index_report(c, "beginTimestamp %lld is not the store time %lld of item 1's record",
+                 (long long)begin, (long long)ts);
+    return;
+  }
+  int64_t diff = begin <= 0 || ts <= begin ? 0 : (ts - begin) / 1000;
+  if (diff > INT32_MAX) diff = INT32_MAX;
+  if (k >= 2 && c->ix.item.time_diff != diff) {
+    index_report(c, "item %d has timeDiff %d, its record's store time %lld gives %lld", (int)k,
+                 (int)c->ix.item.time_diff, (long long)ts, (long long)diff);
+  } else if (k == h->index_count - 1 && !c->live && ts != h->end_timestamp) {
+    index_report(c, "endTimestamp %lld is not the store time %lld of the last item's record",
+                 (long long)h->end_timestamp, (long long)ts);
+  }
+}
+
 /* The current item against the record it leads to (m and p, or decoded here when NULL). */
 static void check_item(store_check *c, const rmq_message *m, const record_props *p) {
   const rmq_index_item *it = &c->ix.item;
@@ -692,6 +751,56 @@ static void check_item(store_check *c, const rmq_message *m, const record_props 
   } else if (!record_has_hash(m, p, it->key_hash)) {
     index_report(c, "item %d has hash %d, which no key of the record at %lld has", (int)c->ix.k,
                  (int)it->key_hash, (long long)it->phy_offset);
+  } else {
+    check_item_time(c, m->store_timestamp);
+  }
+}
+
+/* More keys than this in one record are not checked for their items. */
+#define RECORD_KEYS_MAX 64
+
+static bool hash_in(const int32_t *hashes, int n, int32_t h) {
+  for (int i = 0; i < n; i++) {
+    if (hashes[i] == h) return true;
+  }
+  return false;
+}
+
+static void report_gap(store_check *c, const rmq_commitlog_record *rec, const char *key,
+                       size_t len) {
+  char file[32];
+  record_file(rec, file);
+  report(&c->v, file, rec->offset - rec->segment, RMQ_DEFECT_INDEX_GAP,
+         "no index item leads to the record at %lld for its key %.*s#%.*s", (long long)rec->offset,
+         (int)rec->m.topic_len, rec->m.topic, (int)(len > 200 ? 200 : len), key);
+}
+
+/*
+** Each key of a record the index covers has an item (IndexService.buildIndex:
+** topic#UNIQ_KEY, then each KEYS token; none for a ROLLBACK), own the items
+** that lead to it.
+*/
+static void check_record_keys(store_check *c, const rmq_commitlog_record *rec,
+                              const record_props *p, const int32_t *own, int n_own) {
+  const rmq_message *m = &rec->m;
+  if (c->index_damaged || rec->offset < c->index_from || n_own >= RECORD_KEYS_MAX ||
+      (m->sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK) == RMQ_SYSFLAG_TRANSACTION_ROLLBACK) {
+    return;
+  }
+  size_t tl = (size_t)m->topic_len;
+  const rmq_property_value *u = &p->uniq_key;
+  if (u->value && !hash_in(own, n_own, rmq_index_key_hash(m->topic, tl, u->value, u->len))) {
+    report_gap(c, rec, u->value, u->len);
+  }
+  const char *k = p->keys.value, *end = k ? k + p->keys.len : NULL;
+  while (k && k < end && c->v.rc == RMQ_OK) {
+    const char *sp = memchr(k, ' ', (size_t)(end - k));
+    const char *tok_end = sp ? sp : end;
+    size_t len = (size_t)(tok_end - k);
+    if (len > 0 && !hash_in(own, n_own, rmq_index_key_hash(m->topic, tl, k, len))) {
+      report_gap(c, rec, k, len);
+    }
+    k = tok_end + 1;
   }
 }
 
@@ -702,12 +811,19 @@ static void check_item(store_check *c, const rmq_message *m, const record_props 
 */
 static void check_record_items(store_check *c, const rmq_commitlog_record *rec,
                                const record_props *p) {
+  int32_t own[RECORD_KEYS_MAX];
+  int n_own = 0;
   while (c->ix.iv.mf && c->ix.item.phy_offset <= rec->offset && c->v.rc == RMQ_OK) {
-    bool own = c->ix.item.phy_offset == rec->offset;
+    bool is_own = c->ix.item.phy_offset == rec->offset;
+    if (c->index_from == INT64_MAX) c->index_from = c->ix.item.phy_offset;
+    if (is_own && n_own < RECORD_KEYS_MAX) own[n_own++] = c->ix.item.key_hash;
     /* An item below the log's first record expired with its segment. */
-    if (c->ix.item.phy_offset >= c->log_min) check_item(c, own ? &rec->m : NULL, own ? p : NULL);
+    if (c->ix.item.phy_offset >= c->log_min) {
+      check_item(c, is_own ? &rec->m : NULL, is_own ? p : NULL);
+    }
     index_next(c);
   }
+  check_record_keys(c, rec, p, own, n_own);
 }
 
 /* After the walk: the items left lead past the records walked (in a live store, newer ones). */
@@ -715,6 +831,38 @@ static void check_items_left(store_check *c) {
   for (; c->ix.iv.mf && c->v.rc == RMQ_OK; index_next(c)) {
     if (!c->live || c->ix.item.phy_offset < c->log_end) check_item(c, NULL, NULL);
   }
+}
+
+/* A structural defect's kind by where it is: the header, the slot table or the items. */
+static const char *index_defect_kind(const rmq_index_defect *d) {
+  if (d->at >= 0 && d->at < RMQ_INDEX_HEADER_SIZE) return RMQ_DEFECT_INDEX_HEADER;
+  return d->at >= 0 && d->at < d->items_at ? RMQ_DEFECT_INDEX_SLOT : RMQ_DEFECT_INDEX_ENTRY;
+}
+
+/*
+** Each index file's structure (rmq_index_file_check, every slot read). The
+** newest file of a store being written, or left by a crash, may hold items
+** its header does not count yet.
+*/
+static int check_index_structure(store_check *c, rmq_err *err) {
+  char dir[PATH_MAX], path[PATH_MAX];
+  name_list l = {0};
+  int rc = join(dir, c->dir, "index", err);
+  if (rc == RMQ_OK) rc = join(path, c->dir, "abort", err);
+  bool crashed = rc == RMQ_OK && access(path, F_OK) == 0;
+  if (rc == RMQ_OK) rc = names_of(dir, &l, err);
+  for (int i = 0; rc == RMQ_OK && i < l.n && c->v.rc == RMQ_OK; i++) {
+    if (!index_name(l.names[i])) continue;
+    rmq_index_defect d;
+    bool settled = !(c->live || crashed) || i < l.n - 1;
+    if (rmq_index_service_check_file(c->index, l.names[i], settled, &d) == RMQ_OK) continue;
+    char file[32];
+    snprintf(file, sizeof file, "index/%s", l.names[i]);
+    report(&c->v, file, d.at, index_defect_kind(&d), "%s", d.why);
+    c->index_damaged = true;
+  }
+  names_free(&l);
+  return rc;
 }
 
 /* -------------------------------------------------------------- the walk */
@@ -766,7 +914,9 @@ static void walk_commitlog(store_check *c) {
 }
 
 static int check_contents(store_check *c, rmq_err *err) {
-  int rc = load_queues(c, err);
+  int rc = check_index_structure(c, err);
+  if (rc == RMQ_OK) rc = load_queues(c, err);
+  if (rc == RMQ_OK) infer_delays(c);
   if (rc == RMQ_OK) skip_expired_entries(c);
   if (rc == RMQ_OK) walk_commitlog(c);
   if (rc == RMQ_OK && c->v.rc == RMQ_OK) check_checkpoint(c);
@@ -859,7 +1009,8 @@ int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", dir);
   }
-  store_check c = {.v = {.fn = fn, .ctx = ctx}, .dir = dir, .log_to = INT64_MAX};
+  store_check c = {
+      .v = {.fn = fn, .ctx = ctx}, .dir = dir, .log_to = INT64_MAX, .index_from = INT64_MAX};
   /* First: a live store's later flushes must not count records the walk does not read. */
   c.have_checkpoint = read_checkpoint(dir, c.checkpoint);
   rmq_store *s = rmq_store_find(dir);

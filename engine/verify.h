@@ -22,6 +22,9 @@
 #define RMQ_DEFECT_CQ_DUPLICATE "cq_duplicate"
 #define RMQ_DEFECT_CQ_GAP "cq_gap"
 #define RMQ_DEFECT_INDEX_ENTRY "index_entry"
+#define RMQ_DEFECT_INDEX_HEADER "index_header"
+#define RMQ_DEFECT_INDEX_SLOT "index_slot"
+#define RMQ_DEFECT_INDEX_GAP "index_gap"
 #define RMQ_DEFECT_CHECKPOINT "checkpoint"
 #define RMQ_DEFECT_UNREADABLE "unreadable"
 
