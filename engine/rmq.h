@@ -949,7 +949,12 @@ int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err);
 **   cq_duplicate  an entry that leads to the same record as the one before it
 **   cq_gap        a message that no consume-queue entry leads to
 **   index_entry   an index item that leads to no record, or to one none of
-**                 whose keys (topic#UNIQ_KEY, topic#KEYS token) has its hash
+**                 whose keys (topic#UNIQ_KEY, topic#KEYS token) has its hash,
+**                 or whose timeDiff or chain link is not what putKey wrote
+**   index_header  an index file header field out of range or not what its
+**                 items and records show (counts, offsets, times)
+**   index_slot    a hash slot that does not hold its chain's newest item
+**   index_gap     a key of a message that no index item leads to
 **   checkpoint    a checkpoint timestamp later than every record's store time
 **   unreadable    files that cannot be opened as a store (detail says why)
 */
@@ -958,6 +963,12 @@ typedef struct rmq_defect {
   int64_t offset;
   const char *kind;
   const char *detail;
+  /* The consume queue and entry a cq_* defect is about (topic NULL for others), and the
+     commit-log offset of the record a cq_gap or index_gap is about (-1 for others). */
+  const char *topic;
+  int32_t queue_id;
+  int64_t queue_offset;
+  int64_t phy_offset;
 } rmq_defect;
 /* Told each defect (valid during the call); anything but RMQ_OK stops the check with that code. */
 typedef int (*rmq_defect_fn)(void *ctx, const rmq_defect *d);

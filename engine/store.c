@@ -694,7 +694,8 @@ static int repair_steps(rmq_store *s, rmq_recovery *r, rmq_err *err) {
   return rc;
 }
 
-int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
+int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int64_t *moved,
+                          rmq_err *err) {
   *moved = 0;
   rmq_store *live = rmq_store_find(dir);
   if (live) {
@@ -712,6 +713,8 @@ int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
     rmq_retired_init(&s->retired);
     rc = repair_steps(s, r, err);
     *moved = r->moved;
+    /* Under the lock, with the log sound: what else the repair mends. */
+    if (rc == RMQ_OK && step) rc = step(ctx, dir, &s->checkpoint, moved, err);
     rmq_store_close(s);
   } else if (s) {
     free(s->dir);

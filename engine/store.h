@@ -44,6 +44,15 @@ int rmq_store_make_dir(const char *dir, rmq_err *err);
 /* In a forked child: close the inherited descriptor of the parent's lock, which the parent's
    engine alone holds and releases. */
 void rmq_store_drop_inherited_lock(rmq_store *s);
+/*
+** rmq_store_repair's steps for the commit log (moving its damage aside and
+** leaving `abort`), then, still under the store's lock, step (when not
+** NULL) with the store's checkpoint, adding what it moves to *moved.
+*/
+typedef int (*rmq_repair_step)(void *ctx, const char *dir, rmq_checkpoint *cp, int64_t *moved,
+                               rmq_err *err);
+int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int64_t *moved,
+                          rmq_err *err);
 /* The replication figures of rmq_stats (role, ha_*). */
 void rmq_store_ha_stats(rmq_store *s, rmq_stats *st);
 /* The master's bound HA address ("ip:port"), NULL without ha_listen (tests ask for port 0). */

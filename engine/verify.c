@@ -41,9 +41,19 @@
 typedef struct verifier {
   rmq_defect_fn fn;
   void *ctx;
-  int rc;    /* the callback's code once it stopped the check */
-  bool live; /* a writer of this process may be creating a directory's last file */
+  int rc;           /* the callback's code once it stopped the check */
+  bool live;        /* a writer of this process may be creating a directory's last file */
+  rmq_defect place; /* the next report's queue and record, set just before it */
 } verifier;
+
+static const rmq_defect no_place = {.queue_id = -1, .queue_offset = -1, .phy_offset = -1};
+
+/* The next report is about entry queue_offset of topic/queue_id, or a record at phy_offset. */
+static void place(verifier *v, const char *topic, int32_t queue_id, int64_t queue_offset,
+                  int64_t phy_offset) {
+  v->place = (rmq_defect){
+      .topic = topic, .queue_id = queue_id, .queue_offset = queue_offset, .phy_offset = phy_offset};
+}
 
 static void report(verifier *v, const char *file, int64_t offset, const char *kind, const char *fmt,
                    ...) __attribute__((format(printf, 5, 6)));
@@ -56,7 +66,12 @@ static void report(verifier *v, const char *file, int64_t offset, const char *ki
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
-  rmq_defect d = {.file = file, .offset = offset, .kind = kind, .detail = detail};
+  rmq_defect d = v->place;
+  d.file = file;
+  d.offset = offset;
+  d.kind = kind;
+  d.detail = detail;
+  v->place = no_place;
   v->rc = v->fn(v->ctx, &d);
 }
 
@@ -514,6 +529,7 @@ static void cq_report(store_check *c, queue_state *q, int64_t n, const char *kin
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
+  place(&c->v, q->cq->topic, q->cq->queue_id, n, -1);
   report(&c->v, file, at % size, kind, "%s", detail);
 }
 
@@ -639,8 +655,10 @@ static void check_record_entry(store_check *c, const rmq_commitlog_record *rec,
   if (have && e.phy_offset == rec->offset) {
     compare_entry(c, q, n, &e, m, p);
   } else if (!have || classify_entry(c, q, n, &e)) {
-    char file[32];
+    char file[32], topic[RMQ_MAX_TOPIC_LEN + 1];
     record_file(rec, file);
+    snprintf(topic, sizeof topic, "%.*s", (int)m->topic_len, m->topic);
+    place(&c->v, topic, m->queue_id, n, rec->offset);
     report(&c->v, file, rec->offset - rec->segment, RMQ_DEFECT_CQ_GAP,
            "no consume-queue entry leads to the record at %lld of %.*s/%d, QUEUEOFFSET %lld",
            (long long)rec->offset, (int)m->topic_len, m->topic, (int)m->queue_id, (long long)n);
@@ -770,6 +788,7 @@ static void report_gap(store_check *c, const rmq_commitlog_record *rec, const ch
                        size_t len) {
   char file[32];
   record_file(rec, file);
+  place(&c->v, NULL, -1, -1, rec->offset);
   report(&c->v, file, rec->offset - rec->segment, RMQ_DEFECT_INDEX_GAP,
          "no index item leads to the record at %lld for its key %.*s#%.*s", (long long)rec->offset,
          (int)rec->m.topic_len, rec->m.topic, (int)(len > 200 ? 200 : len), key);
@@ -1009,8 +1028,10 @@ int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", dir);
   }
-  store_check c = {
-      .v = {.fn = fn, .ctx = ctx}, .dir = dir, .log_to = INT64_MAX, .index_from = INT64_MAX};
+  store_check c = {.v = {.fn = fn, .ctx = ctx, .place = no_place},
+                   .dir = dir,
+                   .log_to = INT64_MAX,
+                   .index_from = INT64_MAX};
   /* First: a live store's later flushes must not count records the walk does not read. */
   c.have_checkpoint = read_checkpoint(dir, c.checkpoint);
   rmq_store *s = rmq_store_find(dir);
