@@ -733,6 +733,17 @@ int rmq_index_service_check_file(rmq_index_service *s, const char *name, bool se
   return ok ? RMQ_OK : RMQ_ECORRUPT;
 }
 
+int64_t rmq_index_service_cut(rmq_index_service *s, int64_t end) {
+  int64_t rebuild_from = INT64_MAX;
+  pthread_rwlock_wrlock(&s->lock);
+  while (s->count > 0 && atomic_load(&s->files[s->count - 1]->end_phy_offset) >= end) {
+    rmq_index_file_close(s->files[--s->count], true);
+    rebuild_from = s->count ? atomic_load(&s->files[s->count - 1]->end_phy_offset) : 0;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  return rebuild_from;
+}
+
 int64_t rmq_index_service_rebuild_from(rmq_index_service *s) {
   if (!s->damaged_from[0]) return INT64_MAX;
   return s->count ? atomic_load(&s->files[s->count - 1]->end_phy_offset) : 0;

@@ -222,6 +222,14 @@ int rmq_index_service_check_file(rmq_index_service *s, const char *name, bool se
 */
 int64_t rmq_index_service_rebuild_from(rmq_index_service *s);
 /*
+** After recovery cut the commit log at end: delete the newest files whose
+** items reach it (endPhyOffset >= end: records that are gone), as
+** IndexService.load deletes those a crash left unflushed, so that records
+** written at those offsets again are indexed. Returns the end of the last
+** file kept (0: none kept), or INT64_MAX when nothing was cut.
+*/
+int64_t rmq_index_service_cut(rmq_index_service *s, int64_t end);
+/*
 ** Move the damaged file a writable load found, and every later one, into
 ** damaged_dir/index/ (adding their sizes to *moved). Errors: RMQ_EIO.
 */

@@ -48,6 +48,25 @@ int rmq_rebuild_index(rmq_rebuild *r, rmq_err *err) {
   return RMQ_OK;
 }
 
+void rmq_rebuild_index_end(rmq_rebuild *r, int64_t end) {
+  int count = rmq_index_service_count(r->index);
+  rmq_index_header h;
+  char name[18];
+  if (!r->writable || count == 0 || !rmq_index_service_file_info(r->index, count - 1, &h, name) ||
+      h.end_phy_offset < end) {
+    return;
+  }
+  int64_t from = rmq_index_service_cut(r->index, end);
+  if (from == INT64_MAX) return;
+  char what[200];
+  snprintf(what, sizeof what,
+           "index rebuilt from commit-log offset %lld (it held items past the "
+           "log's end %lld)",
+           (long long)from, (long long)end);
+  note(r, what);
+  redispatch(r, from);
+}
+
 /* Does the queue's last entry lead to the record it should? */
 static bool last_entry_sound(rmq_rebuild *r, rmq_consume_queue *cq, int64_t *n, char *why,
                              size_t cap) {

@@ -42,6 +42,14 @@ void rmq_rebuild_init(rmq_rebuild *r, const char *dir, rmq_commitlog *cl, rmq_cq
 int rmq_rebuild_index(rmq_rebuild *r, rmq_err *err);
 
 /*
+** After the commit log was recovered to end: a writer deletes the index
+** files whose items reach past it (a crash or a repair cut records they
+** index) and dispatches again from the last one kept, so that the records
+** written there again are indexed.
+*/
+void rmq_rebuild_index_end(rmq_rebuild *r, int64_t end);
+
+/*
 ** After the consume queues and the commit log were recovered: each queue's
 ** structure (rmq_cq_check), and whether its last entry leads to the record
 ** it should (readers check the others as they follow them). A damaged

@@ -43,7 +43,7 @@ typedef struct repair_plan {
   int n, cap;
   char index_name[18]; /* the first damaged index file, "" when none */
   int64_t index_phy;   /* the first record whose key has no item; INT64_MAX: none */
-  int rc;
+  int64_t log_end;     /* what leads at or past it, the next open cuts */
 } repair_plan;
 
 static int add_queue(repair_plan *p, const char *topic, int32_t queue_id, int64_t from) {
@@ -70,6 +70,7 @@ static int add_queue(repair_plan *p, const char *topic, int32_t queue_id, int64_
 /* rmq_defect_fn: note the queue or index file a defect is in. */
 static int plan_defect(void *ctx, const rmq_defect *d) {
   repair_plan *p = ctx;
+  if (d->phy_offset >= p->log_end) return RMQ_OK; /* past the log's end: recovery cuts it */
   if (d->topic && d->queue_offset >= 0) return add_queue(p, d->topic, d->queue_id, d->queue_offset);
   if (strncmp(d->file, "index/", 6) == 0 && strlen(d->file + 6) == 17) {
     if (!p->index_name[0] || strcmp(d->file + 6, p->index_name) < 0) {
@@ -199,20 +200,21 @@ static int set_aside_index(const char *store, const char *to, repair_plan *p, rm
 }
 
 /* rmq_repair_step: the derived files verify finds damaged, set aside for the next open. */
-static int repair_derived(void *ctx, const char *dir, rmq_checkpoint *cp, int64_t *moved,
-                          rmq_err *err) {
+static int repair_derived(void *ctx, const rmq_repair_state *st, rmq_err *err) {
   repair_plan *p = ctx;
-  int rc = rmq_verify(dir, plan_defect, p, err);
+  p->log_end = st->log_end;
+  int rc = rmq_verify(st->dir, plan_defect, p, err);
   if (rc != RMQ_OK || (p->n == 0 && !p->index_name[0] && p->index_phy == INT64_MAX)) return rc;
   char to[PATH_MAX];
-  rc = rmq_damaged_dir(dir, to, sizeof to, err);
+  snprintf(to, sizeof to, "%s", st->moved_to);
+  if (!to[0]) rc = rmq_damaged_dir(st->dir, to, sizeof to, err);
   /* A queue is rebuilt by dispatching the whole log again: the others skip what they hold. */
-  if (rc == RMQ_OK && p->n > 0) atomic_store(&cp->logics_msg_timestamp, 0);
+  if (rc == RMQ_OK && p->n > 0) atomic_store(&st->cp->logics_msg_timestamp, 0);
   for (int i = 0; rc == RMQ_OK && i < p->n; i++) {
-    rc = set_aside_queue(dir, to, &p->queues[i], moved, err);
+    rc = set_aside_queue(st->dir, to, &p->queues[i], st->moved, err);
   }
-  if (rc == RMQ_OK) rc = set_aside_index(dir, to, p, cp, moved, err);
-  return rc == RMQ_OK ? rmq_checkpoint_flush(cp, err) : rc;
+  if (rc == RMQ_OK) rc = set_aside_index(st->dir, to, p, st->cp, st->moved, err);
+  return rc == RMQ_OK ? rmq_checkpoint_flush(st->cp, err) : rc;
 }
 
 int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {

@@ -964,7 +964,7 @@ typedef struct rmq_defect {
   const char *kind;
   const char *detail;
   /* The consume queue and entry a cq_* defect is about (topic NULL for others), and the
-     commit-log offset of the record a cq_gap or index_gap is about (-1 for others). */
+     commit-log offset the entry, index item or record is at (-1 for others). */
   const char *topic;
   int32_t queue_id;
   int64_t queue_offset;

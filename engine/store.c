@@ -524,6 +524,7 @@ static int recover(rmq_store *s, rmq_err *err) {
     snprintf(s->recovery_report + len, sizeof s->recovery_report - len,
              "; consume-queue entries at or past %lld cut", (long long)end);
   }
+  if (rc == RMQ_OK) rmq_rebuild_index_end(&s->rebuild, end);
   if (rc == RMQ_OK) rc = rmq_rebuild_queues(&s->rebuild, err);
   if (s->rebuild.report[0]) {
     size_t len = strlen(s->recovery_report);
@@ -714,7 +715,8 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
     rc = repair_steps(s, r, err);
     *moved = r->moved;
     /* Under the lock, with the log sound: what else the repair mends. */
-    if (rc == RMQ_OK && step) rc = step(ctx, dir, &s->checkpoint, moved, err);
+    rmq_repair_state st = {dir, &s->checkpoint, r->end, r->moved_to, moved};
+    if (rc == RMQ_OK && step) rc = step(ctx, &st, err);
     rmq_store_close(s);
   } else if (s) {
     free(s->dir);

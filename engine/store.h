@@ -47,10 +47,17 @@ void rmq_store_drop_inherited_lock(rmq_store *s);
 /*
 ** rmq_store_repair's steps for the commit log (moving its damage aside and
 ** leaving `abort`), then, still under the store's lock, step (when not
-** NULL) with the store's checkpoint, adding what it moves to *moved.
+** NULL) with the store's checkpoint, the log's repaired end and where its
+** damage went ("" when nothing was moved), adding what it moves to *moved.
 */
-typedef int (*rmq_repair_step)(void *ctx, const char *dir, rmq_checkpoint *cp, int64_t *moved,
-                               rmq_err *err);
+typedef struct rmq_repair_state {
+  const char *dir;
+  rmq_checkpoint *cp;
+  int64_t log_end;
+  const char *moved_to;
+  int64_t *moved;
+} rmq_repair_state;
+typedef int (*rmq_repair_step)(void *ctx, const rmq_repair_state *st, rmq_err *err);
 int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int64_t *moved,
                           rmq_err *err);
 /* The replication figures of rmq_stats (role, ha_*). */

@@ -529,7 +529,8 @@ static void cq_report(store_check *c, queue_state *q, int64_t n, const char *kin
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
-  place(&c->v, q->cq->topic, q->cq->queue_id, n, -1);
+  rmq_cq_entry e;
+  place(&c->v, q->cq->topic, q->cq->queue_id, n, entry_at(c, q, n, &e) ? e.phy_offset : -1);
   report(&c->v, file, at % size, kind, "%s", detail);
 }
 
@@ -721,6 +722,7 @@ static void index_report(store_check *c, const char *fmt, ...) {
   va_end(ap);
   int64_t at = RMQ_INDEX_HEADER_SIZE + (int64_t)x->iv.slot_num * RMQ_INDEX_SLOT_SIZE +
                (int64_t)x->k * RMQ_INDEX_ITEM_SIZE;
+  place(&c->v, NULL, -1, -1, x->item.phy_offset);
   report(&c->v, file, at, RMQ_DEFECT_INDEX_ENTRY, "%s", detail);
 }
 
