@@ -689,8 +689,82 @@ static void test_readonly_size(void) {
                         "(consumequeue_entries)") != NULL);
 }
 
+/* Entry n of cq as (phy, size, tags), written in place. */
+static void poke_entry(rmq_consume_queue *cq, int64_t n, int64_t phy, int32_t size) {
+  rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, n * RMQ_CQ_UNIT_SIZE);
+  CHECK(mf != NULL);
+  if (!mf) return;
+  uint8_t *p = mf->mapped + (n * RMQ_CQ_UNIT_SIZE - mf->file_from_offset);
+  rmq_put64(p, phy);
+  rmq_put32(p + 8, size);
+  rmq_mapped_file_release(mf);
+}
+
+/* rmq_cq_check finds the first entry out of place; a reader's queue ends there, a writer's goes aside. */
+static void test_check_damage(void) {
+  char why[300];
+  rmq_consume_queue *cq = open_cq("TopicX", 0, true);
+  put_range(cq, 0, 12);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), -1);
+  poke_entry(cq, 7, 600, 56); /* entry 6 again: a duplicate, counted from entry 6 */
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), 6);
+  CHECK(strstr(why, "entry 7 leads to 600, before the end 656 of entry 6") != NULL);
+  poke_entry(cq, 7, 700, 0); /* no entry */
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), 7);
+  CHECK(strstr(why, "entry 7 is no entry: offset 700, size 0") != NULL);
+  poke_entry(cq, 7, 1000, 57); /* crosses a 1024-byte segment of the log */
+  CHECK_EQ_INT(rmq_cq_check(cq, 1024, why, sizeof why), 7);
+  poke_entry(cq, 7, 700, 57);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), -1);
+
+  /* A writer: the segment holding entry 7 and the later ones go into damaged_dir. */
+  poke_entry(cq, 7, 0, RMQ_CQ_PRE_BLANK_SIZE); /* a filler inside the queue */
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), 7);
+  char damaged[256];
+  snprintf(damaged, sizeof damaged, "%s/damaged-test", root);
+  mkdir(damaged, 0755);
+  int64_t moved = 0, from = -2;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_set_aside_from(cq, 7, damaged, &moved, &from, &err), RMQ_OK);
+  CHECK_EQ_INT(moved, 2 * FILE_BYTES);
+  CHECK_EQ_INT(from, 500); /* entry 5, the first of the segment moved, leads there */
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 5);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(cq), 400 + 54);
+  CHECK(exists("%s/damaged-test/consumequeue/%s/0/00000000000000000100", "TopicX"));
+  CHECK(!exists("%s/consumequeue/%s/0/00000000000000000100", "TopicX"));
+  put_range(cq, 5, 12); /* dispatch writes them again */
+  check_entries(cq, 0, 12);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), -1);
+  rmq_cq_close(cq);
+
+  /* A reader: the queue ends at the damage, which rmq_cq_damage names. */
+  cq = open_cq("TopicX", 0, true);
+  rmq_cq_recover(cq);
+  poke_entry(cq, 9, 100, 51);
+  rmq_cq_close(cq);
+  cq = open_cq("TopicX", 0, false);
+  rmq_cq_recover(cq);
+  CHECK(rmq_cq_damage(cq) == NULL);
+  int64_t bad = rmq_cq_check(cq, 1 << 20, why, sizeof why);
+  CHECK_EQ_INT(bad, 8);
+  rmq_cq_mark_damaged(cq, bad, why);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
+  check_entries(cq, 0, 8);
+  CHECK(rmq_cq_damage(cq) &&
+        strstr(rmq_cq_damage(cq), "consume queue TopicX/0 is damaged at entry 8"));
+  /* Truncation never lengthens it again. */
+  rmq_cq_truncate_dirty(cq, 1 << 30);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
+  rmq_cq_close(cq);
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s/consumequeue/TopicX", root);
+  tu_rmrf(dir);
+  tu_rmrf(damaged);
+}
+
 int main(void) {
   tu_tmpdir(root, sizeof root);
+  test_check_damage();
   test_put_get_iterate();
   test_pre_fill();
   test_duplicates_and_gaps();
