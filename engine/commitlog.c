@@ -556,9 +556,11 @@ static void drop_empty_segments(rmq_commitlog *cl) {
 /* Under the put lock: the segment that ends where offset is, created when the log is empty. */
 static rmq_mapped_file *append_segment(rmq_commitlog *cl, int64_t offset, rmq_err *err) {
   int64_t end = rmq_mfq_max_wrote(&cl->mfq);
-  if (end == 0 && offset % cl->cfg.file_size != 0) {
-    rmq_err_set(err, RMQ_EINVAL, "an empty commit log starts at a segment's start, not at %lld",
-                (long long)offset);
+  if (end == 0 && (offset < 0 || offset % cl->cfg.file_size != 0)) {
+    rmq_err_set(err, RMQ_EINVAL,
+                "an empty commit log starts at a segment's start (a multiple of "
+                "commitlog_file_size, %d, from 0), not at %lld",
+                cl->cfg.file_size, (long long)offset);
     return NULL;
   }
   rmq_mapped_file *first = end == 0 ? rmq_mfq_first(&cl->mfq) : NULL;

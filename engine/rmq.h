@@ -158,6 +158,14 @@ bool rmq_group_valid(const char *group, size_t len);
 void rmq_file_name(int64_t offset, char out[21]);
 
 /*
+** The end no commit log or consume queue passes: 2^62 bytes (4 EiB), far
+** enough below INT64_MAX that an offset plus a segment plus a replication
+** frame cannot overflow. No segment that would end past it is made, and a
+** slave refuses a master's frame that would need one.
+*/
+#define RMQ_MAX_LOG_OFFSET (INT64_C(1) << 62)
+
+/*
 ** UNIQ_KEY generator in MessageClientIDSetter's format: client
 ** IP (IPv4 preferred), pid low 16 bits, a per-process int32, ms since the
 ** start of the local month, a 16-bit counter. Thread-safe.
