@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "commitlog_iter.h"
 #include "file_name.h"
 #include "io.h"
@@ -1149,7 +1150,8 @@ int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, cons
     int64_t level = property_long(m, RMQ_PROPERTY_DELAY);
     if (level > 0) {
       if (level > cl->cfg.delay_level_count) level = cl->cfg.delay_level_count;
-      return m->store_timestamp + (level > 0 ? cl->cfg.delay_ms[level - 1] : 1000);
+      /* A record's store time may be anything (a broker's odd store): the sum must not wrap. */
+      return rmq_time_add(m->store_timestamp, level > 0 ? cl->cfg.delay_ms[level - 1] : 1000);
     }
   }
   return tags ? rmq_tags_code(tags, tags_len) : 0;

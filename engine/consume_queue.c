@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "message.h"
 #include "rmq.h"
 #include "topic_queue_table.h"
@@ -416,7 +417,7 @@ void rmq_cq_iter_stop(rmq_cq_iter *it) {
 static int64_t file_mtime_ms(rmq_mapped_file *mf) {
   struct stat st;
   if (stat(mf->path, &st) != 0) return 0;
-  return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+  return rmq_timespec_ms(&st.st_mtim);
 }
 
 /* getMappedFileByTime (MFQ 78-92): first segment modified at or after ts, else the last. Held. */

@@ -461,6 +461,19 @@ static void test_config(void) {
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_config_check(&cfg, &err), RMQ_EINVAL);
   CHECK(strstr(err.msg, "transient_store_pool") != NULL);
+  /* The flush service's period: a wait of at most a day, never zero or negative. */
+  const int intervals[][2] = {
+      {0, RMQ_EINVAL}, {1, RMQ_OK}, {86400000, RMQ_OK}, {86400001, RMQ_EINVAL}, {-500, RMQ_EINVAL}};
+  for (int i = 0; i < 5; i++) {
+    rmq_config_init(&cfg);
+    cfg.flush_interval_ms = intervals[i][0];
+    rmq_err_clear(&err);
+    CHECK_EQ_INT(rmq_config_check(&cfg, &err), intervals[i][1]);
+    char want[128];
+    snprintf(want, sizeof want, "flush_interval_ms: %d is out of range (1..86400000)",
+             intervals[i][0]);
+    if (intervals[i][1] != RMQ_OK) CHECK_EQ_STR(err.msg, want);
+  }
   int64_t ms[64];
   int n;
   CHECK_EQ_INT(rmq_parse_delay_levels("1s 5s 10m 2h 1d", ms, 64, &n, &err), RMQ_OK);
