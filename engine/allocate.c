@@ -277,7 +277,7 @@ rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char 
   rmq_deadline_in(&deadline, RMQ_ALLOCATE_WAIT_MS);
   pthread_mutex_lock(&svc->mu);
   allocate_request *r = add_request(svc, path, from, size);
-  if (r) add_request(svc, next_path, next_from, size);
+  if (r && next_path) add_request(svc, next_path, next_from, size);
   int wait_rc = 0;
   while (r && !r->done && wait_rc == 0) {
     wait_rc = pthread_cond_timedwait(&svc->done_cond, &svc->mu, &deadline);

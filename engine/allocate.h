@@ -37,7 +37,8 @@ void rmq_allocate_service_free(rmq_allocate_service *svc);
 
 /*
 ** The segment at path (start from, size bytes), created by the service, and
-** a request for next_path (next_from) queued behind it. NULL with err on
+** a request for next_path (next_from) queued behind it, when next_path is
+** not NULL. NULL with err on
 ** failure or after RMQ_ALLOCATE_WAIT_MS.
 */
 rmq_mapped_file *rmq_allocate_mapped_file(rmq_allocate_service *svc, const char *path, int64_t from,

@@ -110,14 +110,14 @@ static void trigger_reason(const clean_plan *p, char *out, size_t cap) {
   }
 }
 
-static int64_t reserved_ms(const rmq_config *cfg) {
-  return (int64_t)cfg->file_reserved_hours * 3600000;
+int64_t rmq_clean_expires_at(int64_t mtime_ms, int file_reserved_hours) {
+  return rmq_time_add(mtime_ms, (int64_t)file_reserved_hours * 3600000);
 }
 
 /* The segment by itself, last modified at mtime_ms: does this pass delete it? */
 static bool segment_due(const clean_plan *p, int64_t mtime_ms, char *why, size_t cap) {
   int hours = p->cfg->file_reserved_hours;
-  int64_t expires = mtime_ms + reserved_ms(p->cfg);
+  int64_t expires = rmq_clean_expires_at(mtime_ms, hours);
   bool expired = p->now_ms >= expires;
   if (expired && triggered(p)) {
     char trigger[128];
@@ -138,16 +138,20 @@ static bool segment_due(const clean_plan *p, int64_t mtime_ms, char *why, size_t
   }
   struct tm tm;
   char until[32];
-  rmq_local_time((time_t)(expires / 1000), &tm);
+  if (!rmq_local_time((time_t)(expires / 1000), &tm)) {
+    snprintf(why, cap,
+             "kept: modified at %lld ms since the epoch, too far ahead to expire "
+             "(file_reserved_hours %d)",
+             (long long)mtime_ms, hours);
+    return false;
+  }
   strftime(until, sizeof until, "%Y-%m-%d %H:%M", &tm);
   snprintf(why, cap, "kept until %s (file_reserved_hours %d)", until, hours);
   return false;
 }
 
 /* MappedFile.getLastModifiedTimestamp. */
-static int64_t mtime_ms_of(const struct stat *st) {
-  return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
-}
+static int64_t mtime_ms_of(const struct stat *st) { return rmq_timespec_ms(&st->st_mtim); }
 
 /* A walk over the commit log's segments, oldest first (deleteExpiredFileByTime). */
 typedef struct segment_walk {
@@ -403,7 +407,7 @@ static void commitlog_file(forecast *f, const char *name, rmq_file_info *info) {
   if (!parse_offset(name, 20, &offset)) return;
   info->kind = "commitlog";
   info->first_offset = offset;
-  info->expires_at_ms = info->mtime_ms + reserved_ms(f->cs->cfg);
+  info->expires_at_ms = rmq_clean_expires_at(info->mtime_ms, f->cs->cfg->file_reserved_hours);
   for (int i = 0; i < f->nsegments; i++) {
     if (f->segments[i].offset != offset) continue;
     info->would_delete = f->segments[i].goes;

@@ -72,4 +72,11 @@ int rmq_clean_forecast(rmq_clean_service *cs, rmq_file_fn fn, void *ctx, rmq_err
 /* Passes run and files deleted since the start. */
 void rmq_clean_counts(rmq_clean_service *cs, int64_t *runs, int64_t *files_deleted);
 
+/*
+** When a segment last modified at mtime_ms expires: file_reserved_hours
+** later, at most INT64_MAX (an mtime far ahead, on a file system that keeps
+** 64-bit seconds, never wraps to the past).
+*/
+int64_t rmq_clean_expires_at(int64_t mtime_ms, int file_reserved_hours);
+
 #endif

@@ -3,6 +3,8 @@
 */
 #include "clock.h"
 
+#include <string.h>
+
 static int64_t clock_ns(clockid_t id) {
   struct timespec ts;
   clock_gettime(id, &ts);
@@ -15,8 +17,24 @@ int64_t rmq_monotonic_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000; }
 
 int64_t rmq_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
+int64_t rmq_time_add(int64_t t, int64_t ms) {
+  int64_t sum;
+  if (!__builtin_add_overflow(t, ms, &sum)) return sum;
+  return ms > 0 ? INT64_MAX : INT64_MIN;
+}
+
+int64_t rmq_timespec_ms(const struct timespec *ts) {
+  int64_t ms;
+  if (__builtin_mul_overflow((int64_t)ts->tv_sec, 1000, &ms)) {
+    return ts->tv_sec > 0 ? INT64_MAX : INT64_MIN;
+  }
+  return rmq_time_add(ms, ts->tv_nsec / 1000000);
+}
+
 void rmq_deadline_in(struct timespec *ts, int64_t ms) {
   clock_gettime(CLOCK_MONOTONIC, ts);
+  if (ms <= 0) return;
+  if (ms > RMQ_LONGEST_WAIT_MS) ms = RMQ_LONGEST_WAIT_MS;
   ts->tv_sec += ms / 1000;
   ts->tv_nsec += (ms % 1000) * 1000000;
   if (ts->tv_nsec >= 1000000000) {
@@ -41,10 +59,12 @@ void rmq_cond_init_monotonic(pthread_cond_t *cond) {
 */
 static pthread_mutex_t local_time_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void rmq_local_time(time_t t, struct tm *tm) {
+bool rmq_local_time(time_t t, struct tm *tm) {
   pthread_mutex_lock(&local_time_lock);
-  localtime_r(&t, tm);
+  bool ok = localtime_r(&t, tm) != NULL;
   pthread_mutex_unlock(&local_time_lock);
+  if (!ok) memset(tm, 0, sizeof *tm);
+  return ok;
 }
 
 time_t rmq_local_mktime(struct tm *tm) {

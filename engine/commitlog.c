@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "commitlog_iter.h"
 #include "damaged.h"
 #include "file_name.h"
@@ -557,9 +558,11 @@ static void drop_empty_segments(rmq_commitlog *cl) {
 /* Under the put lock: the segment that ends where offset is, created when the log is empty. */
 static rmq_mapped_file *append_segment(rmq_commitlog *cl, int64_t offset, rmq_err *err) {
   int64_t end = rmq_mfq_max_wrote(&cl->mfq);
-  if (end == 0 && offset % cl->cfg.file_size != 0) {
-    rmq_err_set(err, RMQ_EINVAL, "an empty commit log starts at a segment's start, not at %lld",
-                (long long)offset);
+  if (end == 0 && (offset < 0 || offset % cl->cfg.file_size != 0)) {
+    rmq_err_set(err, RMQ_EINVAL,
+                "an empty commit log starts at a segment's start (a multiple of "
+                "commitlog_file_size, %d, from 0), not at %lld",
+                cl->cfg.file_size, (long long)offset);
     return NULL;
   }
   rmq_mapped_file *first = end == 0 ? rmq_mfq_first(&cl->mfq) : NULL;
@@ -1135,7 +1138,8 @@ int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, cons
     int64_t level = property_long(m, RMQ_PROPERTY_DELAY);
     if (level > 0) {
       if (level > cl->cfg.delay_level_count) level = cl->cfg.delay_level_count;
-      return m->store_timestamp + (level > 0 ? cl->cfg.delay_ms[level - 1] : 1000);
+      /* A record's store time may be anything (a broker's odd store): the sum must not wrap. */
+      return rmq_time_add(m->store_timestamp, level > 0 ? cl->cfg.delay_ms[level - 1] : 1000);
     }
   }
   return tags ? rmq_tags_code(tags, tags_len) : 0;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "damaged.h"
 #include "message.h"
 #include "rmq.h"
@@ -503,7 +504,7 @@ int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_
 static int64_t file_mtime_ms(rmq_mapped_file *mf) {
   struct stat st;
   if (stat(mf->path, &st) != 0) return 0;
-  return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+  return rmq_timespec_ms(&st.st_mtim);
 }
 
 /* getMappedFileByTime (MFQ 78-92): first segment modified at or after ts, else the last. Held. */

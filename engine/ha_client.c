@@ -188,8 +188,42 @@ static bool pending_room(rmq_ha_client *c, size_t more) {
 }
 
 /*
-** A frame's header (HAClient.dispatchReadRequest): its offset must be the
-** slave's end, unless the slave is empty: then it starts its log there.
+** Why the slave cannot take a frame at offset (into why), or false when it
+** can. HAClient.dispatchReadRequest checks only that a frame starts at the
+** slave's end (own), and an empty slave starts its log wherever the first
+** frame says; a broken or hostile peer could then have it make a segment at
+** a negative offset, or one whose end overflows.
+*/
+static bool frame_refused(rmq_ha_client *c, int64_t offset, int64_t own, char *why, size_t cap) {
+  int32_t fs = c->cl->cfg.file_size;
+  if (offset < 0) {
+    snprintf(why, cap,
+             "master %s sent a frame at offset %lld: a commit-log offset is never negative",
+             c->master, (long long)offset);
+  } else if (offset > RMQ_MAX_LOG_OFFSET - fs) {
+    snprintf(why, cap,
+             "master %s sent a frame at offset %lld: a slave takes offsets up to %lld, so that its "
+             "log ends by 2^62",
+             c->master, (long long)offset, (long long)(RMQ_MAX_LOG_OFFSET - fs));
+  } else if (own == 0 && offset % fs != 0) {
+    snprintf(why, cap,
+             "master %s sent offset %lld to an empty slave: its log must start at a segment's "
+             "start, a multiple of commitlog_file_size (%d)",
+             c->master, (long long)offset, fs);
+  } else if (own != 0 && offset != own) {
+    snprintf(why, cap,
+             "master %s sent data for offset %lld, but the slave's commit log ends at %lld",
+             c->master, (long long)offset, (long long)own);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/*
+** A frame's header: its offset must be the slave's end, unless the slave is
+** empty: then it starts its log there. Nothing is made on disk before the
+** offset is known to be one the slave can hold.
 */
 static bool on_header(rmq_ha_client *c, char *why, size_t cap) {
   int64_t offset, own = own_end(c);
@@ -199,19 +233,11 @@ static bool on_header(rmq_ha_client *c, char *why, size_t cap) {
     snprintf(why, cap, "master %s sent a frame of %d bytes: not the HA protocol", c->master, size);
     return false;
   }
-  if (own == 0) {
-    rmq_err err = {0};
-    if (rmq_commitlog_append_data(c->cl, offset, NULL, 0, 0, &err) != RMQ_OK) {
-      snprintf(why, cap, "master %s sent offset %lld to an empty slave: %.200s", c->master,
-               (long long)offset, err.msg);
-      return false;
-    }
-    own = own_end(c);
-  }
-  if (offset != own) {
-    snprintf(why, cap,
-             "master %s sent data for offset %lld, but the slave's commit log ends at %lld",
-             c->master, (long long)offset, (long long)own);
+  if (frame_refused(c, offset, own, why, cap)) return false;
+  rmq_err err = {0};
+  if (own == 0 && rmq_commitlog_append_data(c->cl, offset, NULL, 0, 0, &err) != RMQ_OK) {
+    snprintf(why, cap, "master %s sent offset %lld to an empty slave: %.200s", c->master,
+             (long long)offset, err.msg);
     return false;
   }
   pthread_mutex_lock(&c->mu);

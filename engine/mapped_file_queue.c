@@ -91,6 +91,16 @@ static int64_t file_length(const char *path) {
   return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
 }
 
+/*
+** A segment may start at from: not below 0 (its name would be negative) nor
+** so far that it ends past RMQ_MAX_LOG_OFFSET, where offsets near INT64_MAX
+** overflow. Callers check their offsets first; this keeps a wrong one from
+** ever reaching the disk, and a file named so from being taken for a segment.
+*/
+static bool segment_fits(const rmq_mapped_file_queue *q, int64_t from) {
+  return from >= 0 && from <= RMQ_MAX_LOG_OFFSET - q->file_size;
+}
+
 static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err) {
   char path[4096];
   int64_t from;
@@ -98,6 +108,13 @@ static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err
   /* A reader skips a file whose creation a crash cut short (a writer sizes it). */
   if (!q->writable && file_length(path) == 0) return RMQ_OK;
   rmq_file_name_parse(name, &from);
+  if (!segment_fits(q, from)) {
+    return rmq_err_set(err, RMQ_ECORRUPT,
+                       "%s starts at %lld: a segment of %d bytes starts at most at %lld, so "
+                       "that it ends by 2^62",
+                       path, (long long)from, q->file_size,
+                       (long long)(RMQ_MAX_LOG_OFFSET - q->file_size));
+  }
   if (q->count > 0) {
     rmq_mapped_file *prev = q->files[q->count - 1];
     if (from != prev->file_from_offset + q->file_size) {
@@ -172,14 +189,23 @@ rmq_mapped_file *rmq_mfq_find(rmq_mapped_file_queue *q, int64_t offset) {
 
 static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_err *err) {
   char name[21], path[4096], next_name[21], next_path[4096];
+  if (!segment_fits(q, from)) {
+    rmq_err_set(err, RMQ_EINVAL,
+                "%s: no segment is made at offset %lld: segments of %d bytes lie between offset 0 "
+                "and 2^62",
+                q->dir, (long long)from, q->file_size);
+    return NULL;
+  }
   rmq_file_name(from, name);
   snprintf(path, sizeof path, "%s/%s", q->dir, name);
   rmq_mapped_file *mf = NULL;
   if (q->allocate) {
+    /* The next segment is made ahead only where one may be. */
+    bool next = segment_fits(q, from + q->file_size);
     rmq_file_name(from + q->file_size, next_name);
     snprintf(next_path, sizeof next_path, "%s/%s", q->dir, next_name);
-    mf = q->allocate(q->allocate_ctx, path, from, next_path, from + q->file_size, q->file_size,
-                     err);
+    mf = q->allocate(q->allocate_ctx, path, from, next ? next_path : NULL, from + q->file_size,
+                     q->file_size, err);
   } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
     /* Sparse: its writer reserves blocks before it writes (rmq_mapped_file_reserve). */
     if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
@@ -204,8 +230,10 @@ rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_
   rmq_mapped_file *last = q->count > 0 ? q->files[q->count - 1] : NULL;
   pthread_rwlock_unlock(&q->lock);
   if (last && !rmq_mapped_file_is_full(last)) return last;
-  int64_t from = last ? last->file_from_offset + q->file_size
-                      : start_offset - start_offset % q->file_size;
+  /* A negative start is kept as it is, for mfq_create to refuse (rounding would make it 0). */
+  int64_t from = last               ? last->file_from_offset + q->file_size
+                 : start_offset < 0 ? start_offset
+                                    : start_offset - start_offset % q->file_size;
   return mfq_create(q, from, err);
 }
 

@@ -22,7 +22,8 @@
 
 /*
 ** Make the segment at path (start from, size bytes) and prepare the one at
-** next_path (next_from) ahead; NULL with err on failure.
+** next_path (next_from) ahead, unless next_path is NULL (none may follow);
+** NULL with err on failure.
 */
 typedef rmq_mapped_file *(*rmq_allocate_fn)(void *ctx, const char *path, int64_t from,
                                             const char *next_path, int64_t next_from, int32_t size,
@@ -58,6 +59,8 @@ void rmq_mfq_destroy(rmq_mapped_file_queue *q);
 ** follow the previous one by exactly file_size; positions are set to "full"
 ** until recovery truncates. A readonly store (q->writable false) whose
 ** first file's length differs adopts that length when size_from_files.
+** RMQ_ECORRUPT names a file that does not follow, or one that would end
+** past RMQ_MAX_LOG_OFFSET.
 */
 int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err);
 
@@ -72,7 +75,9 @@ rmq_mapped_file *rmq_mfq_find(rmq_mapped_file_queue *q, int64_t offset);
 /*
 ** The writer's file: the last one, or a new one when there is none (starting
 ** at start_offset) or the last is full. Not held: only the writer calls it,
-** and the writer never deletes files. Returns NULL with err set on failure.
+** and the writer never deletes files. Returns NULL with err set on failure;
+** RMQ_EINVAL names the offset when the segment would start below 0 or end
+** past RMQ_MAX_LOG_OFFSET.
 */
 rmq_mapped_file *rmq_mfq_last_or_create(rmq_mapped_file_queue *q, int64_t start_offset,
                                         rmq_err *err);

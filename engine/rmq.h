@@ -158,6 +158,14 @@ bool rmq_group_valid(const char *group, size_t len);
 void rmq_file_name(int64_t offset, char out[21]);
 
 /*
+** The end no commit log or consume queue passes: 2^62 bytes (4 EiB), far
+** enough below INT64_MAX that an offset plus a segment plus a replication
+** frame cannot overflow. No segment that would end past it is made, and a
+** slave refuses a master's frame that would need one.
+*/
+#define RMQ_MAX_LOG_OFFSET (INT64_C(1) << 62)
+
+/*
 ** UNIQ_KEY generator in MessageClientIDSetter's format: client
 ** IP (IPv4 preferred), pid low 16 bits, a per-process int32, ms since the
 ** start of the local month, a 16-bit counter. Thread-safe.
@@ -223,6 +231,12 @@ int64_t rmq_monotonic_ms(void); /* monotonic clock, ms (deadlines) */
 /* ---------------------------------------------------------------- config */
 
 #define RMQ_MAX_DELAY_LEVELS 64
+/*
+** The longest delay of a level: 365 days. RocketMQ has no limit, but a
+** store time plus a delay must not overflow; with this bound the sum stays
+** far from INT64_MAX for any wall-clock time.
+*/
+#define RMQ_MAX_DELAY_MS (365LL * 86400000)
 
 /* BrokerRole: a master that does not wait for its slaves, one that does, a slave. */
 typedef enum rmq_role { RMQ_ROLE_MASTER, RMQ_ROLE_SYNC_MASTER, RMQ_ROLE_SLAVE } rmq_role;
@@ -236,7 +250,7 @@ typedef struct rmq_config {
   int32_t index_entries;         /* 20000000 */
   int32_t max_message_size;      /* 4194304: limit on a body */
   int default_queues;            /* 4 */
-  char delay_levels[512];        /* "1s 5s ... 2h" */
+  char delay_levels[512];        /* "1s 5s ... 2h"; each at most RMQ_MAX_DELAY_MS */
   int file_reserved_hours;       /* 72 */
   char delete_when[64];          /* "04" */
   int disk_max_used_ratio;       /* 75: above it, expired segments go at any hour */
@@ -251,7 +265,7 @@ typedef struct rmq_config {
   int transient_store_pool;      /* write buffers; 0 = off (async flush only) */
   bool warm_mapped_file;         /* pre-fault and mlock new CommitLog segments */
   bool use_spin_lock;            /* put lock: spin instead of a mutex */
-  int flush_interval_ms;         /* 500: FlushRealTimeService */
+  int flush_interval_ms;         /* 500: FlushRealTimeService, 1..86400000 */
   int max_reconsume_times;       /* 16: retries before rmq_store_send_back goes to %DLQ% */
   rmq_role role;                 /* master */
   char ha_listen[RMQ_HA_ADDR];   /* "host:port" the master serves slaves on; "": none */
@@ -270,7 +284,8 @@ int rmq_role_parse(const char *name, rmq_role *out, rmq_err *err);
 int rmq_config_check(const rmq_config *cfg, rmq_err *err);
 /*
 ** Parse "1s 5s 10m 2h ..." (units s, m, h, d) into ms per level, at most max
-** levels. RMQ_EINVAL names the level that is malformed or one too many.
+** levels. RMQ_EINVAL names the level that is malformed, one too many, or
+** longer than RMQ_MAX_DELAY_MS.
 */
 int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err);
 

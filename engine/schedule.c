@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config_json.h"
 #include "config_manager.h"
 #include "message.h"
@@ -38,7 +39,7 @@ struct rmq_schedule_service {
 };
 
 int64_t rmq_schedule_correct_deliver_time(int64_t now, int64_t deliver, int64_t delay_ms) {
-  return deliver > now + delay_ms ? now : deliver;
+  return deliver > rmq_time_add(now, delay_ms) ? now : deliver;
 }
 
 /* ------------------------------------------------------------ messageTimeup */
@@ -225,7 +226,7 @@ static void deliver_level(rmq_schedule_service *s, int level, int64_t *next) {
   int64_t delay = s->cl->cfg.delay_ms[level - 1];
   rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, RMQ_SCHEDULE_TOPIC, level - 1);
   if (!cq) {
-    wake_at(next, rmq_now_ms() + delay);
+    wake_at(next, rmq_time_add(rmq_now_ms(), delay));
     return;
   }
   rmq_cq_iter it;
@@ -252,7 +253,7 @@ static void deliver_level(rmq_schedule_service *s, int level, int64_t *next) {
   if (rc == RMQ_OK) rc = batch_put(s, &err);
   if (rc == RMQ_OK) {
     atomic_store(&s->offsets[level - 1], done);
-    if (!pending) wake_at(next, rmq_now_ms() + delay);
+    if (!pending) wake_at(next, rmq_time_add(rmq_now_ms(), delay));
   } else {
     s->len = 0;
     s->count = 0;

@@ -81,7 +81,8 @@ int64_t rmq_schedule_dropped(rmq_schedule_service *s);
 
 /*
 ** ScheduleMessageService.correctDeliverTimestamp: a delivery time further
-** ahead than the level's delay (the clock went back since the put) is now.
+** ahead than the level's delay (the clock went back since the put) is now;
+** now + delay stops at INT64_MAX.
 */
 int64_t rmq_schedule_correct_deliver_time(int64_t now, int64_t deliver, int64_t delay_ms);
 

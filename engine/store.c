@@ -145,9 +145,10 @@ int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_
     if (*count == max) {
       return rmq_err_set(err, RMQ_EINVAL, "delay_levels: more than %d levels", max);
     }
-    if (v > INT64_MAX / unit) {
-      return rmq_err_set(err, RMQ_EINVAL, "delay_levels: level %d (%.*s) is longer than %lld ms",
-                         *count + 1, (int)(end + 1 - p), p, (long long)INT64_MAX);
+    /* strtoll's overflow (LLONG_MAX) lands here too. */
+    if (v > RMQ_MAX_DELAY_MS / unit) {
+      return rmq_err_set(err, RMQ_EINVAL, "delay_levels: level %d is %.*s; a delay is at most 365d",
+                         *count + 1, (int)(end + 1 - p), p);
     }
     ms[(*count)++] = v * unit;
     p = end[1] ? end + 2 : end + 1;
@@ -235,6 +236,7 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   if (!rc) rc = check_range("clean_first_delay_ms", cfg->clean_first_delay_ms, 0, 86400000, err);
   if (!rc) rc = check_range("clean_grace_ms", cfg->clean_grace_ms, 0, 86400000, err);
   if (!rc) rc = check_range("sync_flush_timeout_ms", cfg->sync_flush_timeout_ms, 1, 3600000, err);
+  if (!rc) rc = check_range("flush_interval_ms", cfg->flush_interval_ms, 1, 86400000, err);
   if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
   if (!rc) rc = check_range("max_reconsume_times", cfg->max_reconsume_times, 0, 10000, err);
   if (!rc && cfg->transient_store_pool > 0 && cfg->flush_sync) {
@@ -999,8 +1001,10 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
     int64_t seen = rmq_reput_offset(r);
     rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, topic, queue_id);
     if (cq && rmq_cq_max_offset(cq) > queue_offset) return true;
-    int64_t left = deadline_ms - rmq_monotonic_ms();
-    if (left <= 0) return false;
+    int64_t now = rmq_monotonic_ms();
+    if (deadline_ms <= now)
+      return false; /* before subtracting: a caller's deadline may be anything */
+    int64_t left = deadline_ms - now;
     rmq_reput_wait_progress(r, seen, left > INT32_MAX ? INT32_MAX : (int)left);
   }
 }

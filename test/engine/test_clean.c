@@ -17,6 +17,7 @@
 **   disk: on a tmpfs the test mounts, a disk above disk_warning_ratio
 **     refuses puts (RMQ_EFULL) until a pass finds it below again, and one
 **     above disk_clean_forcibly_ratio loses segments before they expire.
+**   expiry: mtime + file_reserved_hours stops at INT64_MAX, never wraps.
 */
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clean.h"
 #include "testutil.h"
 
 #define SEG 4096
@@ -595,10 +597,22 @@ static void test_disk(void) {
   rmdir(mnt);
 }
 
+/*
+** A segment's expiry, mtime + file_reserved_hours, stops at INT64_MAX: an
+** mtime far ahead never wraps into the past, where the segment would go at once.
+*/
+static void test_expiry_saturates(void) {
+  CHECK_EQ_INT(rmq_clean_expires_at(1000, 1), 3601000);
+  CHECK_EQ_INT(rmq_clean_expires_at(1000, 0), 1000);
+  CHECK_EQ_INT(rmq_clean_expires_at(INT64_MAX - 5, 72), INT64_MAX);
+  CHECK_EQ_INT(rmq_clean_expires_at(INT64_MAX, 1 << 20), INT64_MAX);
+}
+
 int main(void) {
   char now[16], other[16], dir[64];
   memset(body, 'b', sizeof body);
   hours(now, other, sizeof now);
+  test_expiry_saturates();
   tu_tmpdir(dir, sizeof dir);
   test_periodic(dir, other);
   tu_rmrf(dir);

@@ -395,6 +395,58 @@ static void test_readonly(const char *dir) {
   CHECK(strstr(err.msg, "65536 bytes but the segment size is 131072") != NULL);
 }
 
+static bool segment_exists(const char *dir, int64_t offset) {
+  char name[21], path[128];
+  struct stat st;
+  rmq_file_name(offset, name);
+  snprintf(path, sizeof path, "%s/commitlog/%s", dir, name);
+  return stat(path, &st) == 0;
+}
+
+/*
+** A slave's appends (rmq_commitlog_append_data) start an empty log only at
+** a segment's start from 0, and no segment is made that would end past
+** RMQ_MAX_LOG_OFFSET, nor made ahead there: the checks of the HA client,
+** kept again below it.
+*/
+static void test_append_data_bounds(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  rmq_err err = {0};
+  char want[512];
+  CHECK_EQ_INT(rmq_commitlog_append_data(cl, -SEG, NULL, 0, 0, &err), RMQ_EINVAL);
+  CHECK_EQ_STR(err.msg, "an empty commit log starts at a segment's start (a multiple of "
+                        "commitlog_file_size, 65536, from 0), not at -65536");
+  CHECK(!segment_exists(dir, -SEG));
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_commitlog_append_data(cl, RMQ_MAX_LOG_OFFSET, NULL, 0, 0, &err), RMQ_EINVAL);
+  snprintf(want, sizeof want,
+           "%s/commitlog: no segment is made at offset %lld: segments of 65536 bytes lie between "
+           "offset 0 and 2^62",
+           dir, (long long)RMQ_MAX_LOG_OFFSET);
+  CHECK_EQ_STR(err.msg, want);
+  CHECK(!segment_exists(dir, RMQ_MAX_LOG_OFFSET));
+  /* The last segment there may be: made, with none after it. */
+  int64_t last = RMQ_MAX_LOG_OFFSET - SEG;
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_commitlog_append_data(cl, last, NULL, 0, 0, &err), RMQ_OK);
+  CHECK(segment_exists(dir, last));
+  static uint8_t blank[SEG];
+  rmq_put32(blank, SEG);
+  rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
+  CHECK_EQ_INT(rmq_commitlog_append_data(cl, last, blank, SEG, 0, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), RMQ_MAX_LOG_OFFSET);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_commitlog_append_data(cl, RMQ_MAX_LOG_OFFSET, blank, 8, 0, &err), RMQ_EINVAL);
+  CHECK_EQ_STR(err.msg, want);
+  usleep(100000); /* the allocation service would have made the next one by now */
+  CHECK(!segment_exists(dir, RMQ_MAX_LOG_OFFSET));
+  rmq_store_close(s);
+}
+
 static void test_config(void) {
   rmq_config cfg;
   rmq_err err = {0};
@@ -409,6 +461,19 @@ static void test_config(void) {
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_config_check(&cfg, &err), RMQ_EINVAL);
   CHECK(strstr(err.msg, "transient_store_pool") != NULL);
+  /* The flush service's period: a wait of at most a day, never zero or negative. */
+  const int intervals[][2] = {
+      {0, RMQ_EINVAL}, {1, RMQ_OK}, {86400000, RMQ_OK}, {86400001, RMQ_EINVAL}, {-500, RMQ_EINVAL}};
+  for (int i = 0; i < 5; i++) {
+    rmq_config_init(&cfg);
+    cfg.flush_interval_ms = intervals[i][0];
+    rmq_err_clear(&err);
+    CHECK_EQ_INT(rmq_config_check(&cfg, &err), intervals[i][1]);
+    char want[128];
+    snprintf(want, sizeof want, "flush_interval_ms: %d is out of range (1..86400000)",
+             intervals[i][0]);
+    if (intervals[i][1] != RMQ_OK) CHECK_EQ_STR(err.msg, want);
+  }
   int64_t ms[64];
   int n;
   CHECK_EQ_INT(rmq_parse_delay_levels("1s 5s 10m 2h 1d", ms, 64, &n, &err), RMQ_OK);
@@ -420,7 +485,7 @@ int main(void) {
   char dir[64];
   void (*store_tests[])(const char *) = {
       test_put_and_roll,           test_batch,           test_batch_kinds, test_limits,
-      test_transactions_and_delay, test_ipv6_and_bodies, test_readonly};
+      test_transactions_and_delay, test_ipv6_and_bodies, test_readonly,    test_append_data_bounds};
   for (size_t i = 0; i < sizeof store_tests / sizeof *store_tests; i++) {
     tu_tmpdir(dir, sizeof dir);
     store_tests[i](dir);

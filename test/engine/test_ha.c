@@ -6,7 +6,10 @@
 ** once with no slave and times out when the slave stops reporting; a slave
 ** that reports beyond the master's end is refused and the reason shown; a
 ** slave whose log diverged takes nothing it cannot check; a slave whose
-** master went away reconnects and resumes from its own end; the settings
+** master went away reconnects and resumes from its own end; a slave takes
+** a frame only at an offset it can hold (not negative, not near INT64_MAX,
+** a segment's start when empty, its own end otherwise), makes nothing on
+** disk for one it refuses, and follows a sound master after; the settings
 ** are checked.
 */
 #include <arpa/inet.h>
@@ -801,6 +804,178 @@ static void test_transient_pool(void) {
   tu_rmrf(sd);
 }
 
+/*
+** A fake master: a socket listening on loopback that the test answers by
+** hand, frame by frame, to see what a slave takes.
+*/
+static int fake_listen(char *address, size_t cap) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  snprintf(address, cap, "127.0.0.1:%d", ntohs(sa.sin_port));
+  return fd;
+}
+
+/* The entries of dir/commitlog (0 when it does not exist). */
+static int commitlog_files(const char *dir) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "ls -A %s/commitlog 2>/dev/null | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p && fscanf(p, "%d", &n) != 1) n = -1;
+  if (p) pclose(p);
+  return n;
+}
+
+/* Wait up to 3 s for the slave's last_error to be `expected`; returns what it is. */
+static ha_rows wait_last_error(rmq_store *s, const char *expected) {
+  ha_rows r = {0};
+  for (int i = 0; i < 300; i++) {
+    r = rows_of(s);
+    if (strcmp(r.last_error, expected) == 0) break;
+    usleep(10000);
+  }
+  return r;
+}
+
+/*
+** Serve the slave's next connection one frame: the header (offset, size)
+** and `sent` bytes of its body. The slave must report `reports` first, then
+** drop the connection, with `expected` as its last_error.
+*/
+static void refused_frame(rmq_store *s, int lfd, int64_t reports, int64_t offset, int32_t size,
+                          int32_t sent, const char *expected) {
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  int fd = poll(&p, 1, 5000) == 1 ? accept(lfd, NULL, NULL) : -1;
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  uint8_t frame[RMQ_HA_HEADER_SIZE + 256] = {0}, rep[RMQ_HA_REPORT_SIZE];
+  CHECK_EQ_INT(recv(fd, rep, sizeof rep, MSG_WAITALL), RMQ_HA_REPORT_SIZE);
+  CHECK_EQ_INT(rmq_ha_report_decode(rep), reports);
+  rmq_ha_header_encode(frame, offset, size);
+  size_t n = RMQ_HA_HEADER_SIZE + (size_t)sent;
+  CHECK_EQ_INT(send(fd, frame, n, MSG_NOSIGNAL), n);
+  CHECK(peer_closed(fd, 3000));
+  close(fd);
+  CHECK_EQ_STR(wait_last_error(s, expected).last_error, expected);
+}
+
+/*
+** An empty slave takes a first frame only at an offset it can hold: not
+** negative, not where a segment and a frame would pass 2^62, at a segment's
+** start. Each is refused with its reason, and nothing is made on disk; a
+** sound master is then followed as if nothing had happened.
+*/
+static void test_bad_first_frame(void) {
+  char md[64], sd[64], address[64], want[512];
+  tu_tmpdir(md, sizeof md);
+  tu_tmpdir(sd, sizeof sd);
+  int lfd = fake_listen(address, sizeof address);
+  CHECK(lfd >= 0);
+  rmq_store *s = lfd >= 0 ? open_slave(sd, address) : NULL;
+  if (s) {
+    snprintf(want, sizeof want,
+             "master %s sent a frame at offset -65536: a commit-log offset is never negative",
+             address);
+    refused_frame(s, lfd, 0, -FILE_SIZE, 0, 0, want);
+    CHECK_EQ_INT(commitlog_files(sd), 0);
+    /* Aligned but near INT64_MAX; one whose end alone overflows; the first one past the bound. */
+    const int64_t past = RMQ_MAX_LOG_OFFSET - FILE_SIZE;
+    const int64_t far[] = {INT64_MAX - INT64_MAX % FILE_SIZE, INT64_MAX - 100, past + 1};
+    for (int i = 0; i < 3; i++) {
+      snprintf(want, sizeof want,
+               "master %s sent a frame at offset %lld: a slave takes offsets up to %lld, so that "
+               "its log ends by 2^62",
+               address, (long long)far[i], (long long)past);
+      refused_frame(s, lfd, 0, far[i], i == 1 ? 200 : 0, i == 1 ? 200 : 0, want);
+    }
+    CHECK_EQ_INT(commitlog_files(sd), 0);
+    snprintf(want, sizeof want,
+             "master %s sent offset 1000 to an empty slave: its log must start at a segment's "
+             "start, a multiple of commitlog_file_size (65536)",
+             address);
+    refused_frame(s, lfd, 0, 1000, 16, 16, want);
+    CHECK_EQ_INT(commitlog_files(sd), 0);
+    CHECK_EQ_INT(max_offset(s), 0);
+  }
+  if (lfd >= 0) close(lfd);
+  /* A sound master on the same address: the slave follows it from its start. */
+  rmq_store *m = s ? open_master(md, RMQ_ROLE_MASTER, address) : NULL;
+  if (m) {
+    CHECK(wait_connected(m));
+    CHECK_EQ_INT(put_range(m, 0, 300), 0);
+    CHECK(wait_offset(s, max_offset(m), 10000));
+    CHECK_EQ_INT(min_offset(s), 0);
+    check_same_files(md, sd, 0, max_offset(m));
+    check_queues(m, s);
+    CHECK_EQ_STR(rows_of(s).state, "connected");
+  }
+  rmq_store_close(s);
+  rmq_store_close(m);
+  tu_rmrf(md);
+  tu_rmrf(sd);
+}
+
+/*
+** A slave with a log takes a frame only at its own end: a gap, an overlap
+** and a negative offset are refused, its files stay as they were, and a
+** master whose log it continues is followed.
+*/
+static void test_bad_frame_offset(void) {
+  char md[64], sd[64], address[64], want[512], cmd[256];
+  tu_tmpdir(md, sizeof md);
+  tu_tmpdir(sd, sizeof sd);
+  rmq_config cfg;
+  ha_config(&cfg);
+  rmq_store *plain = tu_open(sd, &cfg);
+  if (plain) CHECK_EQ_INT(put_range(plain, 0, 100), 0);
+  int64_t end = plain ? max_offset(plain) : 0;
+  rmq_store_close(plain);
+  /* The master starts from a copy of the slave's store: the slave's log is its prefix. */
+  snprintf(cmd, sizeof cmd, "cp -a %s/. %s/", sd, md);
+  CHECK_EQ_INT(system(cmd), 0);
+  int files = commitlog_files(sd);
+  int lfd = fake_listen(address, sizeof address);
+  CHECK(lfd >= 0 && end > 0);
+  rmq_store *s = lfd >= 0 ? open_slave(sd, address) : NULL;
+  if (s) {
+    const int64_t wrong[] = {end + 100, end - 100, -FILE_SIZE};
+    for (int i = 0; i < 3; i++) {
+      if (i < 2) {
+        snprintf(want, sizeof want,
+                 "master %s sent data for offset %lld, but the slave's commit log ends at %lld",
+                 address, (long long)wrong[i], (long long)end);
+      } else {
+        snprintf(want, sizeof want,
+                 "master %s sent a frame at offset %lld: a commit-log offset is never negative",
+                 address, (long long)wrong[i]);
+      }
+      refused_frame(s, lfd, end, wrong[i], 32, 32, want);
+    }
+    CHECK_EQ_INT(commitlog_files(sd), files);
+    CHECK_EQ_INT(max_offset(s), end);
+  }
+  if (lfd >= 0) close(lfd);
+  rmq_store *m = s ? open_master(md, RMQ_ROLE_MASTER, address) : NULL;
+  if (m) {
+    CHECK_EQ_INT(max_offset(m), end);
+    CHECK_EQ_INT(put_range(m, 100, 300), 0);
+    CHECK(wait_offset(s, max_offset(m), 10000));
+    check_same_files(md, sd, 0, max_offset(m));
+    check_queues(m, s);
+  }
+  rmq_store_close(s);
+  rmq_store_close(m);
+  tu_rmrf(md);
+  tu_rmrf(sd);
+}
+
 static void check_bad_config(void (*set)(rmq_config *), const char *needle) {
   rmq_config cfg;
   ha_config(&cfg);
@@ -871,5 +1046,7 @@ int main(void) {
   test_transient_pool();
   test_empty_segment();
   test_empty_queue_file();
+  test_bad_first_frame();
+  test_bad_frame_offset();
   return check_report();
 }

@@ -5,6 +5,8 @@
 ** zeroing is reported. A deleted segment waits for its readers: it stays
 ** mapped and on disk while held, goes at the last release, and a reader that
 ** holds it past the grace period finds it revoked (zeros, never SIGBUS).
+** A queue makes no segment outside offsets 0 to RMQ_MAX_LOG_OFFSET, and
+** takes none named so.
 */
 #include <errno.h>
 #include <pthread.h>
@@ -233,6 +235,77 @@ static void test_reader_past_grace_is_revoked(const char *dir) {
   rmq_mfq_destroy(&q);
 }
 
+/* The names in dir (0 when none). */
+static int files_in(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "ls -A %s | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p && fscanf(p, "%d", &n) != 1) n = -1;
+  if (p) pclose(p);
+  return n;
+}
+
+/*
+** A queue makes no segment below offset 0 (a negative start is not rounded
+** up to 0) nor one that would end past RMQ_MAX_LOG_OFFSET, whatever its
+** caller asks; the error names the offset and the bound.
+*/
+static void test_segment_bounds(const char *dir) {
+  rmq_mapped_file_queue q;
+  rmq_err err = {0};
+  char want[256];
+  CHECK_EQ_INT(rmq_mfq_init(&q, dir, 4096, true, &err), RMQ_OK);
+  const int64_t wrong[] = {-4096, -1000, INT64_MAX - INT64_MAX % 4096, RMQ_MAX_LOG_OFFSET + 1};
+  for (int i = 0; i < 4; i++) {
+    rmq_err_clear(&err);
+    CHECK(rmq_mfq_last_or_create(&q, wrong[i], &err) == NULL);
+    CHECK_EQ_INT(err.code, RMQ_EINVAL);
+    int64_t from = wrong[i] < 0 ? wrong[i] : wrong[i] - wrong[i] % 4096;
+    snprintf(want, sizeof want,
+             "%s: no segment is made at offset %lld: segments of 4096 bytes lie between offset 0 "
+             "and 2^62",
+             dir, (long long)from);
+    CHECK_EQ_STR(err.msg, want);
+  }
+  CHECK_EQ_INT(files_in(dir), 0);
+  CHECK_EQ_INT(rmq_mfq_count(&q), 0);
+  rmq_err_clear(&err);
+  rmq_mapped_file *mf = rmq_mfq_last_or_create(&q, RMQ_MAX_LOG_OFFSET - 1, &err);
+  CHECK(mf != NULL);
+  if (mf) {
+    CHECK_EQ_INT(mf->file_from_offset, RMQ_MAX_LOG_OFFSET - 4096);
+    append(mf, 4096);
+    CHECK(rmq_mfq_last_or_create(&q, 0, &err) == NULL); /* the next would pass the bound */
+    CHECK_EQ_INT(err.code, RMQ_EINVAL);
+    CHECK_EQ_INT(rmq_mfq_max_wrote(&q), RMQ_MAX_LOG_OFFSET);
+  }
+  CHECK_EQ_INT(files_in(dir), 1);
+  rmq_mfq_destroy(&q);
+}
+
+/* A file named as a segment past the bound (an offset near INT64_MAX) is no segment. */
+static void test_segment_name_past_bound(const char *dir) {
+  char path[128], want[512];
+  snprintf(path, sizeof path, "%s/09223372036854710272", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fseek(f, 4095, SEEK_SET) == 0 && fputc(0, f) == 0);
+  if (f) fclose(f);
+  for (int writable = 0; writable < 2; writable++) {
+    rmq_mapped_file_queue q;
+    rmq_err err = {0};
+    CHECK_EQ_INT(rmq_mfq_init(&q, dir, 4096, writable, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_mfq_load(&q, false, &err), RMQ_ECORRUPT);
+    snprintf(want, sizeof want,
+             "%s starts at 9223372036854710272: a segment of 4096 bytes starts at most at %lld, "
+             "so that it ends by 2^62",
+             path, (long long)(RMQ_MAX_LOG_OFFSET - 4096));
+    CHECK_EQ_STR(err.msg, want);
+    CHECK_EQ_INT(rmq_mfq_count(&q), 0);
+    rmq_mfq_destroy(&q);
+  }
+}
+
 int main(void) {
   char dir[64];
   void (*tests[])(const char *) = {
@@ -240,7 +313,8 @@ int main(void) {
       test_prefill_races_writer,          test_prefill_races_writer,
       test_zero_failure_is_reported,      test_prefill_stops_at_failure,
       test_deleted_file_waits_for_reader, test_unread_file_goes_at_once,
-      test_reader_past_grace_is_revoked};
+      test_reader_past_grace_is_revoked,  test_segment_bounds,
+      test_segment_name_past_bound};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     tu_tmpdir(dir, sizeof dir);
     tests[i](dir);

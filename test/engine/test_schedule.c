@@ -5,12 +5,16 @@
 ** field with the one RocketMQ's ScheduleMessageService put; which messages
 ** are dropped (a transaction half message's REAL_TOPIC) and which sys_flag
 ** bits a delivered copy keeps; the offsets it persists and loads; the
-** dispatcher's wake-up when a delayed message reaches its queue.
+** dispatcher's wake-up when a delayed message reaches its queue; the limit
+** on a delay (365 days) and the sums of a time and a duration, which stop at
+** the ends of int64 instead of wrapping.
 */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
+#include "commitlog.h"
 #include "schedule.h"
 #include "store.h"
 #include "testutil.h"
@@ -26,6 +30,85 @@ static void test_correct_deliver_time(void) {
   /* further ahead than the delay: the clock went back since the put */
   CHECK_EQ_INT(rmq_schedule_correct_deliver_time(1000, 2001, 1000), 1000);
   CHECK_EQ_INT(rmq_schedule_correct_deliver_time(1000, 500, 1000), 500);
+  /* now + delay past INT64_MAX: the sum stops there, the due time stands */
+  CHECK_EQ_INT(rmq_schedule_correct_deliver_time(INT64_MAX - 10, INT64_MAX, 1000), INT64_MAX);
+  CHECK_EQ_INT(rmq_schedule_correct_deliver_time(INT64_MAX - 10, INT64_MAX - 5, RMQ_MAX_DELAY_MS),
+               INT64_MAX - 5);
+}
+
+/*
+** A delay is at most 365 days (RMQ_MAX_DELAY_MS), which every unit reaches
+** exactly; a longer one, the sum that overflowed in the issue's
+** 106751991167d among them, is refused naming its level.
+*/
+static void test_delay_limits(void) {
+  int64_t ms[RMQ_MAX_DELAY_LEVELS];
+  int n = 0;
+  rmq_err err = {0};
+  CHECK_EQ_INT(
+      rmq_parse_delay_levels("365d 8760h 525600m 31536000s", ms, RMQ_MAX_DELAY_LEVELS, &n, &err),
+      RMQ_OK);
+  CHECK_EQ_INT(n, 4);
+  for (int i = 0; i < n; i++) CHECK_EQ_INT(ms[i], RMQ_MAX_DELAY_MS);
+  CHECK_EQ_INT(RMQ_MAX_DELAY_MS, 365LL * 86400000);
+  static const char *const bad[][2] = {
+      {"1s 106751991167d", "delay_levels: level 2 is 106751991167d; a delay is at most 365d"},
+      {"366d", "delay_levels: level 1 is 366d; a delay is at most 365d"},
+      {"1s 2s 8761h", "delay_levels: level 3 is 8761h; a delay is at most 365d"},
+      {"525601m", "delay_levels: level 1 is 525601m; a delay is at most 365d"},
+      {"31536001s", "delay_levels: level 1 is 31536001s; a delay is at most 365d"},
+      {"1s 99999999999999999999s",
+       "delay_levels: level 2 is 99999999999999999999s; a delay is at most 365d"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    rmq_err_clear(&err);
+    CHECK_EQ_INT(rmq_parse_delay_levels(bad[i][0], ms, RMQ_MAX_DELAY_LEVELS, &n, &err), RMQ_EINVAL);
+    CHECK_EQ_STR(err.msg, bad[i][1]);
+  }
+  rmq_config cfg;
+  rmq_config_init(&cfg);
+  snprintf(cfg.delay_levels, sizeof cfg.delay_levels, "1s 106751991167d");
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_config_check(&cfg, &err), RMQ_EINVAL);
+  CHECK_EQ_STR(err.msg, bad[0][1]);
+}
+
+/*
+** Sums of a time and a duration stop at the ends of int64 instead of
+** wrapping: a delayed record's due time (its tags code) from a store time
+** near INT64_MAX, as a broker's damaged or odd store may hold; the engine's
+** own sums and condition-wait deadlines.
+*/
+static void test_time_sums_saturate(void) {
+  CHECK_EQ_INT(rmq_time_add(INT64_MAX - 1, 10), INT64_MAX);
+  CHECK_EQ_INT(rmq_time_add(INT64_MIN + 1, -10), INT64_MIN);
+  CHECK_EQ_INT(rmq_time_add(1000, RMQ_MAX_DELAY_MS), 1000 + RMQ_MAX_DELAY_MS);
+  struct timespec now, ts;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  rmq_deadline_in(&ts, INT64_MAX);
+  CHECK(ts.tv_sec >= now.tv_sec && ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000);
+  rmq_deadline_in(&ts, -5000);
+  CHECK(ts.tv_sec >= now.tv_sec && ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000);
+  CHECK_EQ_INT(rmq_timespec_ms(&(struct timespec){INT64_MAX, 999999999}), INT64_MAX);
+  CHECK_EQ_INT(rmq_timespec_ms(&(struct timespec){INT64_MIN, 0}), INT64_MIN);
+  CHECK_EQ_INT(rmq_timespec_ms(&(struct timespec){1, 5000000}), 1005);
+
+  char dir[256];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  tu_small_config(&cfg, 65536);
+  snprintf(cfg.delay_levels, sizeof cfg.delay_levels, "1s 365d");
+  rmq_store *s = tu_open(dir, &cfg);
+  if (s) {
+    tu_msg t;
+    rmq_message *m = tu_message(&t, RMQ_SCHEDULE_TOPIC, 1, "x", 1, "DELAY=2");
+    m->store_timestamp = INT64_MAX - 1000;
+    CHECK_EQ_INT(rmq_commitlog_tags_code(rmq_store_commitlog(s), m), INT64_MAX);
+    m->store_timestamp = 1000;
+    CHECK_EQ_INT(rmq_commitlog_tags_code(rmq_store_commitlog(s), m), 1000 + RMQ_MAX_DELAY_MS);
+  }
+  rmq_store_close(s);
+  tu_rmrf(dir);
 }
 
 /* The golden store's properties of the delayed record and of RocketMQ's delivered copy. */
@@ -173,6 +256,8 @@ static void test_wake_on_dispatch(void) {
 
 int main(void) {
   test_correct_deliver_time();
+  test_delay_limits();
+  test_time_sums_saturate();
   test_wake_on_dispatch();
   test_golden_redelivery();
   test_drop_and_flags();
