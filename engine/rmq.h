@@ -673,10 +673,12 @@ int rmq_store_group_offsets(rmq_store *s, rmq_group_offset **out, int *count, rm
 ** has one) and ORIGIN_MESSAGE_ID (its msgId, unless it has one), into
 ** %RETRY%<group> queue 0 through delay level 3 + reconsume_times (the last
 ** level at most), or, once reconsume_times reaches max_reconsume_times,
-** straight into %DLQ%<group> queue 0. *new_offset: the new record's
-** commit-log offset. RMQ_EINVAL: a group that is not valid (or longer than
-** a retry topic allows), a read-only store; RMQ_ENOTFOUND / RMQ_ECORRUPT:
-** no message at commitlog_offset. rmq_store_put's errors.
+** straight into %DLQ%<group> queue 0 with every property of the message
+** (REAL_TOPIC and REAL_QID of its last retry kept) and DELAY 0.
+** *new_offset: the new record's commit-log offset. RMQ_EINVAL: a group that
+** is not valid (or longer than a retry topic allows), a read-only store;
+** RMQ_ENOTFOUND / RMQ_ECORRUPT: no message at commitlog_offset.
+** rmq_store_put's errors.
 */
 int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
                         int64_t *new_offset, rmq_err *err);

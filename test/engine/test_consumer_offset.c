@@ -199,7 +199,12 @@ static void test_send_back(const char *dir) {
   CHECK(m.topic_len == 8 && memcmp(m.topic, "%DLQ%grp", 8) == 0);
   CHECK_EQ_INT(m.queue_id, 0);
   CHECK_EQ_INT(m.reconsume_times, 2);
-  CHECK(prop_is(&m, "DELAY", NULL));
+  /* Every property of the message given back, DELAY 0 (consumerSendMsgBack). */
+  CHECK(prop_is(&m, "DELAY", "0"));
+  CHECK(prop_is(&m, "REAL_TOPIC", "%RETRY%grp"));
+  CHECK(prop_is(&m, "REAL_QID", "0"));
+  CHECK(prop_is(&m, "RETRY_TOPIC", "Orders"));
+  CHECK(prop_is(&m, "TAGS", "A"));
   CHECK(prop_is(&m, "ORIGIN_MESSAGE_ID", r.msg_id));
   rmq_commitlog_ref_release(&ref);
 
