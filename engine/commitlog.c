@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "commitlog_iter.h"
@@ -926,22 +925,9 @@ static int damage_error(rmq_commitlog *cl, const recover_scan *scan, const beyon
 
 /* Create <store>/damaged/<UTC time> for what recovery or a repair moves aside. */
 static int make_damaged_dir(rmq_commitlog *cl, char *out, size_t cap, rmq_err *err) {
-  char store[4096], stamp[32];
+  char store[4096];
   store_dir_of(cl, store, sizeof store);
-  int64_t now = rmq_now_ms();
-  time_t secs = (time_t)(now / 1000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm);
-  int n = snprintf(out, cap, "%s/damaged", store);
-  if (n < 0 || (size_t)n >= cap || (mkdir(out, 0755) != 0 && errno != EEXIST)) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", out, strerror(errno));
-  }
-  n = snprintf(out, cap, "%s/damaged/%s.%03d", store, stamp, (int)(now % 1000));
-  if (n < 0 || (size_t)n >= cap || (mkdir(out, 0755) != 0 && errno != EEXIST)) {
-    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", out, strerror(errno));
-  }
-  return RMQ_OK;
+  return rmq_damaged_dir_make(store, out, cap, err);
 }
 
 static int sync_dir(const char *dir, rmq_err *err) {

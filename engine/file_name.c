@@ -3,8 +3,11 @@
 */
 #include "file_name.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "clock.h"
@@ -49,4 +52,22 @@ void rmq_index_file_name(int64_t ms, char out[18]) {
   p = put_digits(p, tm.tm_min, 2);
   p = put_digits(p, tm.tm_sec, 2);
   put_digits(p, milli, 3)[0] = '\0';
+}
+
+int rmq_damaged_dir_make(const char *store_dir, char *out, size_t cap, rmq_err *err) {
+  char stamp[32];
+  int64_t now = rmq_now_ms();
+  time_t secs = (time_t)(now / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm);
+  int n = snprintf(out, cap, "%s/damaged", store_dir);
+  if (n < 0 || (size_t)n >= cap || (mkdir(out, 0755) != 0 && errno != EEXIST)) {
+    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", out, strerror(errno));
+  }
+  n = snprintf(out, cap, "%s/damaged/%s.%03d", store_dir, stamp, (int)(now % 1000));
+  if (n < 0 || (size_t)n >= cap || (mkdir(out, 0755) != 0 && errno != EEXIST)) {
+    return rmq_err_set(err, RMQ_EIO, "cannot create %s: %s", out, strerror(errno));
+  }
+  return RMQ_OK;
 }

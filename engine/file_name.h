@@ -15,4 +15,12 @@ int rmq_file_name_parse(const char *name, int64_t *offset);
 /* yyyyMMddHHmmssSSS of a ms timestamp in local time (index file names). */
 void rmq_index_file_name(int64_t ms, char out[18]);
 
+/*
+** Create <store_dir>/damaged/<UTC time> (yyyyMMddTHHmmss.SSS), where recovery
+** and a repair move what they take out of the store, never to be deleted by
+** it; out receives its path. RMQ_EIO names the directory that could not be
+** made.
+*/
+int rmq_damaged_dir_make(const char *store_dir, char *out, size_t cap, rmq_err *err);
+
 #endif

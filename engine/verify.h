@@ -24,5 +24,6 @@
 #define RMQ_DEFECT_INDEX_ENTRY "index_entry"
 #define RMQ_DEFECT_CHECKPOINT "checkpoint"
 #define RMQ_DEFECT_UNREADABLE "unreadable"
+#define RMQ_DEFECT_CONFIG "config"
 
 #endif
