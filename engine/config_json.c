@@ -23,7 +23,20 @@ typedef struct cj {
   size_t len, pos;
   int depth;
   rmq_err *err;
+  size_t err_at; /* the byte the error's message names: where the text breaks */
 } cj;
+
+/* The text breaks at byte `at`: the message starts "offset <at>: ". */
+__attribute__((format(printf, 3, 4))) static int cj_corrupt(cj *r, size_t at, const char *fmt,
+                                                            ...) {
+  char what[384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  r->err_at = at;
+  return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: %s", at, what);
+}
 
 /* Describes the byte at pos for an error: 'x', byte 0x01, or the end of the text. */
 static const char *cj_found(const cj *r, char *buf, size_t cap) {
@@ -39,8 +52,7 @@ static const char *cj_found(const cj *r, char *buf, size_t cap) {
 
 static int cj_fail(cj *r, const char *expected) {
   char buf[16];
-  return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: expected %s, found %s", r->pos, expected,
-                     cj_found(r, buf, sizeof buf));
+  return cj_corrupt(r, r->pos, "expected %s, found %s", expected, cj_found(r, buf, sizeof buf));
 }
 
 static void cj_ws(cj *r) {
@@ -160,8 +172,7 @@ static int cj_string(cj *r, char *out, size_t cap) {
     if (out == NULL) continue;
     if (n + cj_utf8(cp, NULL) >= cap) {
       r->pos = start;
-      return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: string longer than %zu bytes", start,
-                         cap - 1);
+      return cj_corrupt(r, start, "string longer than %zu bytes", cap - 1);
     }
     n += cj_utf8(cp, out + n);
   }
@@ -182,8 +193,7 @@ static int cj_digits(cj *r, int64_t *v) {
     unsigned d = (unsigned)(r->text[r->pos] - '0');
     if (u > (limit - d) / 10) {
       r->pos = start;
-      return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: integer out of the range of a long",
-                         start);
+      return cj_corrupt(r, start, "integer out of the range of a long");
     }
     u = u * 10 + d;
   }
@@ -202,9 +212,8 @@ static int cj_int(cj *r, int64_t min, int64_t max, const char *what, int64_t *v)
     return cj_fail(r, "an integer without fraction or exponent");
   }
   if (*v < min || *v > max) {
-    return rmq_err_set(r->err, RMQ_ECORRUPT,
-                       "offset %zu: %s %" PRId64 " out of range %" PRId64 "..%" PRId64, start, what,
-                       *v, min, max);
+    return cj_corrupt(r, start, "%s %" PRId64 " out of range %" PRId64 "..%" PRId64, what, *v, min,
+                      max);
   }
   return RMQ_OK;
 }
@@ -240,8 +249,7 @@ static int cj_skip_number(cj *r) {
 static int cj_enter(cj *r, char open, const char *what) {
   if (r->depth >= RMQ_CONFIG_JSON_DEPTH) {
     cj_ws(r);
-    return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: nesting deeper than %d levels", r->pos,
-                       RMQ_CONFIG_JSON_DEPTH);
+    return cj_corrupt(r, r->pos, "nesting deeper than %d levels", RMQ_CONFIG_JSON_DEPTH);
   }
   int rc = cj_expect(r, open, what);
   if (rc == RMQ_OK) r->depth++;
@@ -309,8 +317,7 @@ static int cj_key(cj *r, char *key, size_t cap) {
   /* Leading zeros can make a small integer long. */
   if (r->pos - start >= cap) {
     r->pos = start;
-    return rmq_err_set(r->err, RMQ_ECORRUPT, "offset %zu: key longer than %zu bytes", start,
-                       cap - 1);
+    return cj_corrupt(r, start, "key longer than %zu bytes", cap - 1);
   }
   snprintf(key, cap, "%.*s", (int)(r->pos - start), r->text + start);
   return RMQ_OK;
@@ -333,14 +340,22 @@ static int cj_object(cj *r, cj_member_fn member, void *ctx) {
   return RMQ_OK;
 }
 
-/* The whole text is one object and nothing but whitespace after it. */
-static int cj_document(const char *text, size_t len, cj_member_fn member, void *ctx, rmq_err *err) {
+/*
+** The whole text is one object and nothing but whitespace after it.
+** *err_at (may be NULL): where a text that fails with RMQ_ECORRUPT breaks.
+*/
+static int cj_walk(const char *text, size_t len, cj_member_fn member, void *ctx, rmq_err *err,
+                   size_t *err_at) {
   cj r = {.text = text, .len = len, .err = err};
   if (text == NULL) return rmq_err_set(err, RMQ_EINVAL, "no text to parse");
-  if (cj_peek(&r) != '{') return cj_fail(&r, "'{'");
-  int rc = cj_object(&r, member, ctx);
-  if (rc == RMQ_OK && cj_peek(&r) >= 0) return cj_fail(&r, "the end of the text");
+  int rc = cj_peek(&r) != '{' ? cj_fail(&r, "'{'") : cj_object(&r, member, ctx);
+  if (rc == RMQ_OK && cj_peek(&r) >= 0) rc = cj_fail(&r, "the end of the text");
+  if (err_at) *err_at = r.err_at;
   return rc;
+}
+
+static int cj_document(const char *text, size_t len, cj_member_fn member, void *ctx, rmq_err *err) {
+  return cj_walk(text, len, member, ctx, err, NULL);
 }
 
 /* An integer key in min..max. */
@@ -350,9 +365,8 @@ static int cj_key_int(cj *r, const char *key, size_t key_pos, int64_t min, int64
   int rc = cj_int(&k, min, max, what, v);
   if (rc == RMQ_OK && k.pos == k.len) return RMQ_OK;
   rmq_err_clear(r->err);
-  return rmq_err_set(r->err, RMQ_ECORRUPT,
-                     "offset %zu: expected %s %" PRId64 "..%" PRId64 " as the key, found \"%.64s\"",
-                     key_pos, what, min, max, key);
+  return cj_corrupt(r, key_pos, "expected %s %" PRId64 "..%" PRId64 " as the key, found \"%.64s\"",
+                    what, min, max, key);
 }
 
 /* ------------------------------------------------------ delayOffset.json */
@@ -360,6 +374,7 @@ static int cj_key_int(cj *r, const char *key, size_t key_pos, int64_t min, int64
 typedef struct delay_ctx {
   int64_t offsets[RMQ_MAX_DELAY_LEVELS];
   bool seen[RMQ_MAX_DELAY_LEVELS];
+  size_t before; /* levels whose offset ends at or past this byte are not taken (salvage) */
 } delay_ctx;
 
 static int delay_level(cj *r, const char *key, size_t key_pos, void *ctx) {
@@ -367,7 +382,7 @@ static int delay_level(cj *r, const char *key, size_t key_pos, void *ctx) {
   int64_t level, offset;
   int rc = cj_key_int(r, key, key_pos, 1, RMQ_MAX_DELAY_LEVELS, "delay level", &level);
   if (rc == RMQ_OK) rc = cj_int(r, 0, INT64_MAX, "offset", &offset);
-  if (rc != RMQ_OK) return rc;
+  if (rc != RMQ_OK || r->pos >= d->before) return rc;
   d->offsets[level - 1] = offset;
   d->seen[level - 1] = true;
   return RMQ_OK;
@@ -384,7 +399,7 @@ int rmq_delay_offsets_parse(const char *text, size_t len, int64_t *offsets, int 
     return rmq_err_set(err, RMQ_EINVAL, "max_levels %d is outside 0..%d", max_levels,
                        RMQ_MAX_DELAY_LEVELS);
   }
-  delay_ctx d = {0};
+  delay_ctx d = {.before = SIZE_MAX};
   int rc = cj_document(text, len, delay_top, &d, err);
   if (rc != RMQ_OK) return rc;
   for (int i = 0; i < max_levels; i++) {
@@ -398,6 +413,7 @@ int rmq_delay_offsets_parse(const char *text, size_t len, int64_t *offsets, int 
 typedef struct offsets_ctx {
   int (*fn)(void *ctx, const rmq_consumer_offset *o);
   void *ctx;
+  size_t before; /* entries whose offset ends at or past this byte are not taken (salvage) */
   rmq_consumer_offset o;
 } offsets_ctx;
 
@@ -406,7 +422,7 @@ static int offsets_queue(cj *r, const char *key, size_t key_pos, void *ctx) {
   int64_t queue_id;
   int rc = cj_key_int(r, key, key_pos, 0, INT32_MAX, "queue id", &queue_id);
   if (rc == RMQ_OK) rc = cj_int(r, 0, INT64_MAX, "offset", &c->o.offset);
-  if (rc != RMQ_OK || c->fn == NULL) return rc;
+  if (rc != RMQ_OK || c->fn == NULL || r->pos >= c->before) return rc;
   c->o.queue_id = (int32_t)queue_id;
   return c->fn(c->ctx, &c->o);
 }
@@ -416,10 +432,10 @@ static int offsets_group(cj *r, const char *key, size_t key_pos, void *ctx) {
   const char *at = strchr(key, '@');
   size_t topic_len = at ? (size_t)(at - key) : 0;
   if (at == NULL || !rmq_topic_valid(key, topic_len) || !rmq_group_valid(at + 1, strlen(at + 1))) {
-    return rmq_err_set(r->err, RMQ_ECORRUPT,
-                       "offset %zu: expected \"<topic>@<group>\" with a valid topic and group as "
-                       "the key, found \"%.64s\"",
-                       key_pos, key);
+    return cj_corrupt(r, key_pos,
+                      "expected \"<topic>@<group>\" with a valid topic and group as the key, "
+                      "found \"%.64s\"",
+                      key);
   }
   memcpy(c->o.topic, key, topic_len);
   c->o.topic[topic_len] = '\0';
@@ -435,7 +451,7 @@ static int offsets_top(cj *r, const char *key, size_t key_pos, void *ctx) {
 int rmq_consumer_offsets_parse(const char *text, size_t len,
                                int (*fn)(void *ctx, const rmq_consumer_offset *o), void *ctx,
                                rmq_err *err) {
-  offsets_ctx c = {.fn = NULL, .ctx = ctx};
+  offsets_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
   int rc = cj_document(text, len, offsets_top, &c, err);
   if (rc != RMQ_OK || fn == NULL) return rc;
   c.fn = fn;
@@ -447,6 +463,7 @@ int rmq_consumer_offsets_parse(const char *text, size_t len,
 typedef struct topics_ctx {
   int (*fn)(void *ctx, const rmq_topic_config *t);
   void *ctx;
+  size_t before; /* topics whose object closes past this byte are not taken (salvage) */
   rmq_topic_config t;
 } topics_ctx;
 
@@ -474,9 +491,8 @@ static int topics_field(cj *r, const char *key, size_t key_pos, void *ctx) {
   size_t pos = r->pos;
   int rc = cj_string(r, name, sizeof name);
   if (rc == RMQ_OK && strcmp(name, c->t.topic) != 0) {
-    return rmq_err_set(r->err, RMQ_ECORRUPT,
-                       "offset %zu: expected topicName \"%s\" as its key says, found \"%.64s\"",
-                       pos, c->t.topic, name);
+    return cj_corrupt(r, pos, "expected topicName \"%s\" as its key says, found \"%.64s\"",
+                      c->t.topic, name);
   }
   return rc;
 }
@@ -484,10 +500,10 @@ static int topics_field(cj *r, const char *key, size_t key_pos, void *ctx) {
 static int topics_topic(cj *r, const char *key, size_t key_pos, void *ctx) {
   topics_ctx *c = ctx;
   if (!rmq_topic_valid(key, strlen(key))) {
-    return rmq_err_set(r->err, RMQ_ECORRUPT,
-                       "offset %zu: expected a valid topic name (1..%d of [A-Za-z0-9_%%|-]) as "
-                       "the key, found \"%.64s\"",
-                       key_pos, RMQ_MAX_TOPIC_LEN, key);
+    return cj_corrupt(r, key_pos,
+                      "expected a valid topic name (1..%d of [A-Za-z0-9_%%|-]) as the key, found "
+                      "\"%.64s\"",
+                      RMQ_MAX_TOPIC_LEN, key);
   }
   /* Zeroed whole, so that two parses of one topic compare equal byte for byte. */
   memset(&c->t, 0, sizeof c->t);
@@ -495,7 +511,8 @@ static int topics_topic(cj *r, const char *key, size_t key_pos, void *ctx) {
   c->t.perm = 6;
   snprintf(c->t.topic, sizeof c->t.topic, "%s", key);
   int rc = cj_object(r, topics_field, c);
-  if (rc != RMQ_OK || c->fn == NULL) return rc;
+  /* Its closing '}' ends a topic's object: what follows it may be the damage. */
+  if (rc != RMQ_OK || c->fn == NULL || r->pos > c->before) return rc;
   return c->fn(c->ctx, &c->t);
 }
 
@@ -507,11 +524,84 @@ static int topics_top(cj *r, const char *key, size_t key_pos, void *ctx) {
 int rmq_topic_configs_parse(const char *text, size_t len,
                             int (*fn)(void *ctx, const rmq_topic_config *t), void *ctx,
                             rmq_err *err) {
-  topics_ctx c = {.fn = NULL, .ctx = ctx};
+  topics_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
   int rc = cj_document(text, len, topics_top, &c, err);
   if (rc != RMQ_OK || fn == NULL) return rc;
   c.fn = fn;
   return cj_document(text, len, topics_top, &c, err);
+}
+
+/* ---------------------------------------------------------------- salvage */
+
+/* Walk the text to find where it breaks: d->at -1 for a sound text. Other failures as they are. */
+static int find_damage(const char *text, size_t len, cj_member_fn top, void *ctx,
+                       rmq_config_damage *d, rmq_err *err) {
+  rmq_err why = {0};
+  size_t at = 0;
+  int rc = cj_walk(text, len, top, ctx, &why, &at);
+  d->at = -1;
+  d->why[0] = '\0';
+  if (rc == RMQ_ECORRUPT) {
+    d->at = (int64_t)at;
+    snprintf(d->why, sizeof d->why, "%.255s", why.msg);
+    return RMQ_OK;
+  }
+  return rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, rc, "%s", why.msg);
+}
+
+/* The limit of what a salvaging walk takes: everything of a sound text. */
+static size_t before_damage(const rmq_config_damage *d) {
+  return d->at < 0 ? SIZE_MAX : (size_t)d->at;
+}
+
+/*
+** The walk that takes the entries, up to the damage find_damage found,
+** where it stops again: that failure is expected. Other codes (fn's) as
+** they are.
+*/
+static int take_entries(const char *text, size_t len, cj_member_fn top, void *ctx,
+                        const rmq_config_damage *d, rmq_err *err) {
+  rmq_err walk = {0};
+  int rc = cj_document(text, len, top, ctx, &walk);
+  if (rc == RMQ_OK || (rc == RMQ_ECORRUPT && d->at >= 0)) return RMQ_OK;
+  return rmq_err_set(err, rc, "%s", walk.code ? walk.msg : rmq_strerror(rc));
+}
+
+int rmq_delay_offsets_salvage(const char *text, size_t len, int64_t *offsets, bool *seen,
+                              rmq_config_damage *d, rmq_err *err) {
+  delay_ctx c = {.before = SIZE_MAX};
+  int rc = find_damage(text, len, delay_top, &c, d, err);
+  if (rc != RMQ_OK || offsets == NULL) return rc;
+  c = (delay_ctx){.before = before_damage(d)};
+  rc = take_entries(text, len, delay_top, &c, d, err);
+  for (int i = 0; rc == RMQ_OK && i < RMQ_MAX_DELAY_LEVELS; i++) {
+    if (!c.seen[i]) continue;
+    offsets[i] = c.offsets[i];
+    seen[i] = true;
+  }
+  return rc;
+}
+
+int rmq_consumer_offsets_salvage(const char *text, size_t len,
+                                 int (*fn)(void *ctx, const rmq_consumer_offset *o), void *ctx,
+                                 rmq_config_damage *d, rmq_err *err) {
+  offsets_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
+  int rc = find_damage(text, len, offsets_top, &c, d, err);
+  if (rc != RMQ_OK || fn == NULL) return rc;
+  c.fn = fn;
+  c.before = before_damage(d);
+  return take_entries(text, len, offsets_top, &c, d, err);
+}
+
+int rmq_topic_configs_salvage(const char *text, size_t len,
+                              int (*fn)(void *ctx, const rmq_topic_config *t), void *ctx,
+                              rmq_config_damage *d, rmq_err *err) {
+  topics_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
+  int rc = find_damage(text, len, topics_top, &c, d, err);
+  if (rc != RMQ_OK || fn == NULL) return rc;
+  c.fn = fn;
+  c.before = before_damage(d);
+  return take_entries(text, len, topics_top, &c, d, err);
 }
 
 /* ---------------------------------------------------------------- writer */

@@ -25,6 +25,13 @@
 ** ({0:250,1:249\n\t\t}), an empty map as {}, bean fields in alphabetical
 ** order, no newline at the end. The texts are malloc'd and NUL-terminated,
 ** NULL when out of memory.
+**
+** Salvaging (rocketmq_verify, rocketmq_repair): a damaged text is read as far
+** as it goes. The rmq_*_salvage functions say where it breaks and hand over
+** every entry read whole before that byte: a queue's or level's offset when
+** a byte that parsed follows its digits (a number the damage cut short, or
+** one run into garbage, is not taken), a topic when its object closed. A
+** sound text is read whole, as the parsers read it.
 */
 #ifndef RMQ_CONFIG_JSON_H
 #define RMQ_CONFIG_JSON_H
@@ -38,6 +45,12 @@
 #define RMQ_CONFIG_JSON_DEPTH 16
 #define RMQ_CONFIG_JSON_STRING 1024
 
+/* Where a text breaks: the byte the parser stopped at, -1 for a sound text, and its message. */
+typedef struct rmq_config_damage {
+  int64_t at;
+  char why[256]; /* "offset 42: expected ':' after a key, found '}'" */
+} rmq_config_damage;
+
 /* ------------------------------------------------------ delayOffset.json */
 
 /*
@@ -50,6 +63,13 @@
 */
 int rmq_delay_offsets_parse(const char *text, size_t len, int64_t *offsets, int max_levels,
                             rmq_err *err);
+/*
+** Salvage: *d, and (offsets not NULL) for each level read whole,
+** offsets[level-1] and seen[level-1] = true (both RMQ_MAX_DELAY_LEVELS long;
+** other levels untouched). RMQ_OK for a damaged text too.
+*/
+int rmq_delay_offsets_salvage(const char *text, size_t len, int64_t *offsets, bool *seen,
+                              rmq_config_damage *d, rmq_err *err);
 /* offsets[0..n) as levels 1..n. */
 char *rmq_delay_offsets_format(const int64_t *offsets, int n);
 
@@ -73,6 +93,10 @@ typedef struct rmq_consumer_offset {
 int rmq_consumer_offsets_parse(const char *text, size_t len,
                                int (*fn)(void *ctx, const rmq_consumer_offset *o), void *ctx,
                                rmq_err *err);
+/* Salvage: *d, and fn (may be NULL) for each entry read whole; RMQ_OK or fn's code. */
+int rmq_consumer_offsets_salvage(const char *text, size_t len,
+                                 int (*fn)(void *ctx, const rmq_consumer_offset *o), void *ctx,
+                                 rmq_config_damage *d, rmq_err *err);
 /* entries grouped by topic@group, the groups in the order of their first entry. */
 char *rmq_consumer_offsets_format(const rmq_consumer_offset *entries, int n);
 
@@ -96,6 +120,10 @@ typedef struct rmq_topic_config {
 int rmq_topic_configs_parse(const char *text, size_t len,
                             int (*fn)(void *ctx, const rmq_topic_config *t), void *ctx,
                             rmq_err *err);
+/* Salvage: *d, and fn (may be NULL) for each topic read whole; RMQ_OK or fn's code. */
+int rmq_topic_configs_salvage(const char *text, size_t len,
+                              int (*fn)(void *ctx, const rmq_topic_config *t), void *ctx,
+                              rmq_config_damage *d, rmq_err *err);
 /* counter and timestamp go into "dataVersion". */
 char *rmq_topic_configs_format(const rmq_topic_config *topics, int n, int64_t counter,
                                int64_t timestamp);

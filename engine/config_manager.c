@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "damaged.h"
+#include "file_name.h"
 #include "io.h"
 
 /* <path>.tmp and <path>.bak. */
@@ -105,7 +107,7 @@ static int read_fd(int fd, const char *path, char **out, size_t *len, rmq_err *e
 }
 
 /* The whole file, as read_fd; *out stays NULL when the file does not exist. */
-static int read_file(const char *path, char **out, size_t *len, rmq_err *err) {
+int rmq_config_read(const char *path, char **out, size_t *len, rmq_err *err) {
   *out = NULL;
   *len = 0;
   int fd = rmq_io_open(path, O_RDONLY, 0);
@@ -120,7 +122,7 @@ static int read_file(const char *path, char **out, size_t *len, rmq_err *err) {
 static int backup(const char *path, const char *bak, rmq_err *err) {
   char *old;
   size_t len;
-  int rc = read_file(path, &old, &len, err);
+  int rc = rmq_config_read(path, &old, &len, err);
   if (rc == RMQ_OK && old != NULL && len > 0) rc = write_file(bak, old, len, err);
   free(old);
   return rc;
@@ -162,7 +164,7 @@ static int load_one(const char *path, rmq_config_parse_fn parse, void *ctx, int 
   char *text;
   size_t len;
   *state = LOAD_FAILED;
-  int rc = read_file(path, &text, &len, err);
+  int rc = rmq_config_read(path, &text, &len, err);
   if (rc == RMQ_EIO || rc == RMQ_ECORRUPT) return RMQ_OK;
   if (rc != RMQ_OK) return rc;
   if (text == NULL || len == 0) {
@@ -201,4 +203,86 @@ int rmq_config_load(const char *path, rmq_config_parse_fn parse, void *ctx, int 
     return rmq_err_set(err, file_err.code, "%s; no %s to fall back to", file_err.msg, bak);
   }
   return rmq_err_set(err, file_err.code, "%s; and %s", file_err.msg, bak_err.msg);
+}
+
+/* ------------------------------------------------------------- damage */
+
+/* One copy through salvage; a copy that cannot be read at all is damaged as a whole. */
+static int examine_copy(const char *path, rmq_config_salvage_fn salvage, void *ctx,
+                        rmq_config_copy *c, rmq_err *err) {
+  char *text;
+  size_t len;
+  rmq_err read_err = {0};
+  struct stat st;
+  *c = (rmq_config_copy){.state = RMQ_CONFIG_ABSENT, .damage = {.at = -1}};
+  int rc = rmq_config_read(path, &text, &len, &read_err);
+  if (rc == RMQ_EIO || rc == RMQ_ECORRUPT) {
+    c->state = RMQ_CONFIG_DAMAGED;
+    c->size = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+    snprintf(c->damage.why, sizeof c->damage.why, "%.255s", read_err.msg);
+    return RMQ_OK;
+  }
+  if (rc != RMQ_OK) return rmq_err_set(err, rc, "%s", read_err.msg);
+  if (text != NULL && len > 0) {
+    c->size = (int64_t)len;
+    rc = salvage(ctx, text, len, &c->damage, err);
+    c->state = c->damage.at >= 0 ? RMQ_CONFIG_DAMAGED : RMQ_CONFIG_SOUND;
+  }
+  free(text);
+  return rc;
+}
+
+int rmq_config_examine(const char *path, rmq_config_salvage_fn salvage, void *ctx,
+                       rmq_config_copy *file, rmq_config_copy *bak, rmq_err *err) {
+  char tmp[PATH_MAX], bak_path[PATH_MAX];
+  int rc = config_names(path, tmp, bak_path, err);
+  if (rc == RMQ_OK) rc = examine_copy(bak_path, salvage, ctx, bak, err);
+  return rc == RMQ_OK ? examine_copy(path, salvage, ctx, file, err) : rc;
+}
+
+bool rmq_config_needs_repair(const rmq_config_copy *file, const rmq_config_copy *bak) {
+  return file->state == RMQ_CONFIG_DAMAGED ||
+         (file->state == RMQ_CONFIG_ABSENT && bak->state == RMQ_CONFIG_DAMAGED);
+}
+
+/* Rename from into dir under its own name. */
+static int move_copy(const char *from, const char *dir, rmq_err *err) {
+  const char *slash = strrchr(from, '/');
+  char to[PATH_MAX];
+  if (snprintf(to, sizeof to, "%s/%s", dir, slash ? slash + 1 : from) >= (int)sizeof to) {
+    return rmq_err_set(err, RMQ_EINVAL, "the path %s/%s is longer than %d bytes", dir,
+                       slash ? slash + 1 : from, PATH_MAX - 1);
+  }
+  if (rename(from, to) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot move %s to %s: %s", from, to, strerror(errno));
+}
+
+int rmq_config_set_aside(const char *store_dir, const char *path, const rmq_config_copy *file,
+                         const rmq_config_copy *bak, char *damaged_dir, size_t cap, int64_t *moved,
+                         rmq_err *err) {
+  char tmp[PATH_MAX], bak_path[PATH_MAX];
+  int rc = config_names(path, tmp, bak_path, err);
+  if (rc == RMQ_OK && damaged_dir[0] == '\0') {
+    rc = rmq_damaged_dir(store_dir, damaged_dir, cap, err);
+  }
+  if (rc == RMQ_OK && file->state == RMQ_CONFIG_DAMAGED) {
+    rc = move_copy(path, damaged_dir, err);
+    if (rc == RMQ_OK) *moved += file->size;
+  }
+  if (rc == RMQ_OK && bak->state == RMQ_CONFIG_DAMAGED) {
+    rc = move_copy(bak_path, damaged_dir, err);
+    if (rc == RMQ_OK) *moved += bak->size;
+  }
+  if (rc == RMQ_OK && rmq_io_fsync_dir(damaged_dir) != 0) {
+    rc = rmq_err_set(err, RMQ_EIO, "cannot fsync directory %s: %s", damaged_dir, strerror(errno));
+  }
+  return rc == RMQ_OK ? sync_dir(path, err) : rc;
+}
+
+void rmq_config_repair_hint(rmq_err *err, const char *store_dir) {
+  size_t n = strlen(err->msg);
+  snprintf(err->msg + n, sizeof err->msg - n,
+           "; run SELECT rocketmq_repair('%s') to move it aside into %s/damaged/ keeping the "
+           "entries that still read",
+           store_dir, store_dir);
 }

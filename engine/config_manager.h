@@ -13,8 +13,10 @@
 #ifndef RMQ_CONFIG_MANAGER_H
 #define RMQ_CONFIG_MANAGER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "config_json.h"
 #include "rmq.h"
 
 /* A config file larger than this is treated as damaged rather than read. */
@@ -58,5 +60,63 @@ enum { RMQ_CONFIG_NONE, RMQ_CONFIG_FILE, RMQ_CONFIG_BAK };
 */
 int rmq_config_load(const char *path, rmq_config_parse_fn parse, void *ctx, int *from,
                     rmq_err *err);
+
+/*
+** The whole of <path>, malloc'd and NUL-terminated, in *text (NULL when the
+** file does not exist). RMQ_EIO (named), RMQ_ECORRUPT (larger than
+** RMQ_CONFIG_MAX_SIZE), RMQ_ENOMEM.
+*/
+int rmq_config_read(const char *path, char **text, size_t *len, rmq_err *err);
+
+/*
+** Damage, for rocketmq_verify and rocketmq_repair. A file a store cannot do
+** without (consumerOffset.json, delayOffset.json) is never replaced by an
+** empty table on its own: a damaged copy is reported, and moved aside only
+** by a repair, which keeps what still reads.
+*/
+
+/* How one copy (<path> or <path>.bak) reads. */
+typedef enum rmq_config_state {
+  RMQ_CONFIG_ABSENT, /* missing or empty: load passes over it */
+  RMQ_CONFIG_SOUND,
+  RMQ_CONFIG_DAMAGED /* the parser rejects it, or it cannot be read (damage.at -1) */
+} rmq_config_state;
+
+typedef struct rmq_config_copy {
+  rmq_config_state state;
+  int64_t size;             /* its bytes */
+  rmq_config_damage damage; /* DAMAGED: where it breaks (-1: unreadable as a whole) and why */
+} rmq_config_copy;
+
+/*
+** Reads a text as far as it goes into ctx: RMQ_OK for a damaged text too,
+** *d saying where it breaks. The rmq_*_salvage functions of config_json.h fit.
+*/
+typedef int (*rmq_config_salvage_fn)(void *ctx, const char *text, size_t len, rmq_config_damage *d,
+                                     rmq_err *err);
+
+/*
+** How <path> and <path>.bak read, each through salvage into ctx, the .bak
+** first so that the entries of <path> replace its .bak's. RMQ_EINVAL (a
+** bad path), RMQ_ENOMEM, salvage's other codes.
+*/
+int rmq_config_examine(const char *path, rmq_config_salvage_fn salvage, void *ctx,
+                       rmq_config_copy *file, rmq_config_copy *bak, rmq_err *err);
+/*
+** Whether the copies need a repair: <path> is damaged (load then reads the
+** .bak), or missing with a damaged .bak (load fails). A damaged .bak beside a
+** sound file is not: load never reads it, and the next persist replaces it.
+*/
+bool rmq_config_needs_repair(const rmq_config_copy *file, const rmq_config_copy *bak);
+/*
+** Rename each damaged copy into damaged_dir, made under store_dir first
+** when it is "" (rmq_damaged_dir), add its size to *moved and sync both
+** directories. RMQ_EIO names what could not be moved.
+*/
+int rmq_config_set_aside(const char *store_dir, const char *path, const rmq_config_copy *file,
+                         const rmq_config_copy *bak, char *damaged_dir, size_t cap, int64_t *moved,
+                         rmq_err *err);
+/* Append to err's message how to repair a damaged config file of store_dir. */
+void rmq_config_repair_hint(rmq_err *err, const char *store_dir);
 
 #endif

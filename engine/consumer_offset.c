@@ -73,15 +73,24 @@ static int parse_file(void *ctx, const char *text, size_t len, rmq_err *err) {
   return rc;
 }
 
-int rmq_com_load(const char *store_dir, rmq_consumer_offset_manager **out, rmq_err *err) {
-  *out = NULL;
+/* An empty table for store_dir's file; NULL when out of memory. */
+static rmq_consumer_offset_manager *com_new(const char *store_dir) {
   rmq_consumer_offset_manager *m = calloc(1, sizeof *m);
-  if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  if (!m) return NULL;
   pthread_mutex_init(&m->mu, NULL);
   pthread_cond_init(&m->persisted_cond, NULL);
   snprintf(m->path, sizeof m->path, "%s/config/consumerOffset.json", store_dir);
+  return m;
+}
+
+int rmq_com_load(const char *store_dir, rmq_consumer_offset_manager **out, rmq_err *err) {
+  *out = NULL;
+  rmq_consumer_offset_manager *m = com_new(store_dir);
+  if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   int from;
   int rc = rmq_config_load(m->path, parse_file, m, &from, err);
+  /* The positions of the groups cannot be rebuilt: no table is made up, the user repairs. */
+  if (rc == RMQ_ECORRUPT) rmq_config_repair_hint(err, store_dir);
   if (rc != RMQ_OK) {
     rmq_com_free(m);
     return rc;
@@ -150,6 +159,39 @@ int rmq_com_snapshot(rmq_consumer_offset_manager *m, rmq_group_offset **out, int
   *out = copy;
   *count = n;
   return RMQ_OK;
+}
+
+/* ------------------------------------------------------ verify and repair */
+
+/* Salvage into a table (ctx), or only find the damage (ctx NULL). */
+static int salvage_file(void *ctx, const char *text, size_t len, rmq_config_damage *d,
+                        rmq_err *err) {
+  int rc = rmq_consumer_offsets_salvage(text, len, ctx ? load_entry : NULL, ctx, d, err);
+  if (rc == RMQ_ENOMEM) rmq_err_set(err, rc, "out of memory salvaging consumer offsets");
+  return rc;
+}
+
+int rmq_com_examine(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak,
+                    rmq_err *err) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/config/consumerOffset.json", store_dir);
+  return rmq_config_examine(path, salvage_file, NULL, file, bak, err);
+}
+
+int rmq_com_repair(const char *store_dir, char *damaged_dir, size_t cap, int64_t *moved,
+                   rmq_err *err) {
+  rmq_consumer_offset_manager *m = com_new(store_dir);
+  if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  rmq_config_copy file, bak;
+  int rc = rmq_config_examine(m->path, salvage_file, m, &file, &bak, err);
+  if (rc == RMQ_OK && rmq_config_needs_repair(&file, &bak)) {
+    rc = rmq_config_set_aside(store_dir, m->path, &file, &bak, damaged_dir, cap, moved, err);
+    pthread_mutex_lock(&m->mu);
+    if (rc == RMQ_OK) rc = persist_locked(m, err);
+    pthread_mutex_unlock(&m->mu);
+  }
+  rmq_com_free(m);
+  return rc;
 }
 
 /* ------------------------------------------------------------ the store's */

@@ -302,7 +302,11 @@ typedef struct rmq_store rmq_store;
 ** regular file (a FIFO, say: named, with its type); a writable open also fails
 ** so when a sound record follows damage in the commit log, or bytes follow the
 ** end of a cleanly closed one, and says to run rmq_store_repair (a torn tail
-** left by a crash is moved aside instead, see rmq_store_recovery_report).
+** left by a crash is moved aside instead, see rmq_store_recovery_report);
+** it also fails so when config/consumerOffset.json or config/delayOffset.json
+** and its .bak do not parse (the parser names the byte), which cannot be
+** rebuilt, while a topics.json that does not parse is moved aside and
+** rebuilt from the consume queues (rmq_store_recovery_report says so).
 ** RMQ_EINVAL: a setting out of range, or a path under dir would be longer than
 ** PATH_MAX.
 ** RMQ_EIO, RMQ_ENOMEM, RMQ_ENOTFOUND (a read-only store that does not exist).
@@ -341,9 +345,15 @@ const char *rmq_store_recovery_report(rmq_store *s);
 ** <dir>/damaged/<UTC time>/ (later segments whole, the damaged segment's
 ** tail copied there then zeroed; each file named by the commit-log offset
 ** of its first byte), and `abort` is left so that the next open recovers
-** the consume queues from the repaired log. *moved: the bytes moved aside
-** (0 for a sound store). RMQ_ELOCKED: the store is open for writing here or
-** in another process. RMQ_ENOTFOUND: no store directory. RMQ_EIO.
+** the consume queues from the repaired log. Then each config file that
+** needs it (rmq_verify's kind config) is moved into the same directory, with
+** its .bak when that is damaged too: consumerOffset.json and
+** delayOffset.json are written again with every entry that still reads of
+** them (none: an empty table, the damaged copies kept), topics.json is left
+** for the next open to write from the consume queues. *moved: the bytes
+** moved aside, of the commit log and of the config files (0 for a sound
+** store). RMQ_ELOCKED: the store is open for writing here or in another
+** process. RMQ_ENOTFOUND: no store directory. RMQ_EIO.
 */
 int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err);
 
@@ -693,7 +703,8 @@ int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, 
 ** Every committed position, a malloc'd array the caller frees, in the
 ** order the file lists them. A read-only store reads the file each call (a
 ** writer elsewhere may have changed it). RMQ_ECORRUPT: the file and its
-** .bak do not parse (the parser names the byte offset). RMQ_ENOMEM, RMQ_EIO.
+** .bak do not parse (the parser names the byte offset, and the message
+** says to run rmq_store_repair). RMQ_ENOMEM, RMQ_EIO.
 */
 int rmq_store_group_offsets(rmq_store *s, rmq_group_offset **out, int *count, rmq_err *err);
 
@@ -703,10 +714,12 @@ int rmq_store_group_offsets(rmq_store *s, rmq_group_offset **out, int *count, rm
 ** has one) and ORIGIN_MESSAGE_ID (its msgId, unless it has one), into
 ** %RETRY%<group> queue 0 through delay level 3 + reconsume_times (the last
 ** level at most), or, once reconsume_times reaches max_reconsume_times,
-** straight into %DLQ%<group> queue 0. *new_offset: the new record's
-** commit-log offset. RMQ_EINVAL: a group that is not valid (or longer than
-** a retry topic allows), a read-only store; RMQ_ENOTFOUND / RMQ_ECORRUPT:
-** no message at commitlog_offset. rmq_store_put's errors.
+** straight into %DLQ%<group> queue 0 with every property of the message
+** (REAL_TOPIC and REAL_QID of its last retry kept) and DELAY 0.
+** *new_offset: the new record's commit-log offset. RMQ_EINVAL: a group that
+** is not valid (or longer than a retry topic allows), a read-only store;
+** RMQ_ENOTFOUND / RMQ_ECORRUPT: no message at commitlog_offset.
+** rmq_store_put's errors.
 */
 int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
                         int64_t *new_offset, rmq_err *err);
@@ -840,7 +853,7 @@ typedef struct rmq_stats {
   bool poisoned;                  /* an I/O failure stopped writes until the store is reopened */
   char poison_reason[256];        /* why, "" when not poisoned */
   int64_t schedule_delivered;     /* delayed messages put into their real topics since the open */
-  const char *delay_offsets;      /* NULL, or why delayOffset.json could not be used at the open */
+  const char *delay_offsets;      /* NULL, or why delayOffset.json was read from its .bak */
   double disk_used_ratio;         /* of the disk holding the commit log, 0..1; -1 unknown */
   bool disk_full;                 /* writes refused: disk_used_ratio above disk_warning_ratio */
   int64_t clean_runs;             /* clean passes since the open, periodic and rmq_store_clean */
@@ -972,6 +985,13 @@ int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err);
 **   index_gap     a key of a message that no index item leads to
 **   checkpoint    a checkpoint timestamp later than every record's store time
 **   unreadable    files that cannot be opened as a store (detail says why)
+**   config        config/consumerOffset.json, delayOffset.json or
+**                 topics.json that does not parse (or its .bak, when the
+**                 file is missing): offset is where the parser stopped,
+**                 detail its message and whether the .bak is read instead,
+**                 or that a writable open fails (the offsets files) or
+**                 rebuilds it (topics.json); a damaged .bak beside a sound
+**                 file is not reported, as no load reads it
 */
 typedef struct rmq_defect {
   const char *file;
@@ -992,8 +1012,8 @@ typedef int (*rmq_defect_fn)(void *ctx, const rmq_defect *d);
 ** Check the store in dir: the names and sizes of its files (stat alone),
 ** then every commit-log record (CRC checked, one sequential pass), every
 ** consume-queue entry and index item against the record it leads to, and
-** the checkpoint. A store this process has open (rmq_store_find) is read
-** live: what was published when the check started, after the dispatcher
+** the checkpoint, last the config files. A store this process has open
+** (rmq_store_find) is read live: what was published when the check started, after the dispatcher
 ** caught up. Otherwise the files are opened read-only without recovery;
 ** files that cannot be opened as a store (a segment of the wrong size or
 ** missing) are one more defect, kind "unreadable", which names why.

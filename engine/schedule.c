@@ -174,21 +174,76 @@ static void clamp_offsets(rmq_cq_table *cqs, int64_t *offsets) {
   }
 }
 
-void rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
-                               char *report, size_t cap) {
+int rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
+                              char *report, size_t cap, rmq_err *err) {
   char path[PATH_MAX];
   int from;
-  rmq_err err = {0};
   rmq_schedule_offsets_path(store_dir, path, sizeof path);
   memset(offsets, 0, RMQ_MAX_DELAY_LEVELS * sizeof *offsets);
   report[0] = '\0';
-  if (rmq_config_load(path, parse_offsets, offsets, &from, &err) != RMQ_OK) {
+  int rc = rmq_config_load(path, parse_offsets, offsets, &from, err);
+  if (rc != RMQ_OK) {
     memset(offsets, 0, RMQ_MAX_DELAY_LEVELS * sizeof *offsets);
-    snprintf(report, cap, "%s; delayed delivery starts at each schedule queue's start", err.msg);
+    snprintf(report, cap, "%s; delayed messages are listed from each schedule queue's start",
+             err->msg);
+    if (rc == RMQ_ECORRUPT) rmq_config_repair_hint(err, store_dir);
   } else if (from == RMQ_CONFIG_BAK) {
     snprintf(report, cap, "%s could not be used: read its .bak", path);
   }
   clamp_offsets(cqs, offsets);
+  return rc;
+}
+
+/* ------------------------------------------------------ verify and repair */
+
+/* Levels salvaged from a copy: a later copy's replace an earlier's. */
+typedef struct salvaged_levels {
+  int64_t offsets[RMQ_MAX_DELAY_LEVELS];
+  bool seen[RMQ_MAX_DELAY_LEVELS];
+} salvaged_levels;
+
+/* Salvage into a salvaged_levels (ctx), or only find the damage (ctx NULL). */
+static int salvage_offsets(void *ctx, const char *text, size_t len, rmq_config_damage *d,
+                           rmq_err *err) {
+  salvaged_levels *l = ctx;
+  return rmq_delay_offsets_salvage(text, len, l ? l->offsets : NULL, l ? l->seen : NULL, d, err);
+}
+
+int rmq_schedule_examine_offsets(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak,
+                                 rmq_err *err) {
+  char path[PATH_MAX];
+  rmq_schedule_offsets_path(store_dir, path, sizeof path);
+  return rmq_config_examine(path, salvage_offsets, NULL, file, bak, err);
+}
+
+/*
+** The levels salvaged, up to the highest one read: a level below it that
+** could not be read is written as 0, which the open clamps to its queue's
+** start, as it does a level the file lacks.
+*/
+static int write_salvaged(const char *path, const salvaged_levels *l, rmq_err *err) {
+  int n = 0;
+  int64_t offsets[RMQ_MAX_DELAY_LEVELS] = {0};
+  for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) {
+    if (l->seen[i]) offsets[i] = l->offsets[i], n = i + 1;
+  }
+  char *text = rmq_delay_offsets_format(offsets, n);
+  if (!text) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int rc = rmq_config_persist(path, text, strlen(text), err);
+  free(text);
+  return rc;
+}
+
+int rmq_schedule_repair_offsets(const char *store_dir, char *damaged_dir, size_t cap,
+                                int64_t *moved, rmq_err *err) {
+  char path[PATH_MAX];
+  salvaged_levels l = {.seen = {false}};
+  rmq_config_copy file, bak;
+  rmq_schedule_offsets_path(store_dir, path, sizeof path);
+  int rc = rmq_config_examine(path, salvage_offsets, &l, &file, &bak, err);
+  if (rc != RMQ_OK || !rmq_config_needs_repair(&file, &bak)) return rc;
+  rc = rmq_config_set_aside(store_dir, path, &file, &bak, damaged_dir, cap, moved, err);
+  return rc == RMQ_OK ? write_salvaged(path, &l, err) : rc;
 }
 
 /* Write the offsets when they moved since the last write (ScheduleMessageService.persist). */
@@ -381,15 +436,20 @@ static int cmp_queue_id(const void *a, const void *b) {
   return (x->queue_id > y->queue_id) - (x->queue_id < y->queue_id);
 }
 
-/* Where each level's undelivered messages start: the live service's offsets, or the file's. */
+/*
+** Where each level's undelivered messages start: the live service's
+** offsets, or the file's; each queue's start when the file cannot be read (a
+** listing shows more, never less, than waits).
+*/
 static void delivery_offsets(rmq_store *st, int64_t *offsets) {
   rmq_schedule_service *svc = rmq_store_schedule(st);
   char report[RMQ_SCHEDULE_REPORT_MAX];
+  rmq_err ignored = {0};
   if (svc) {
     rmq_schedule_offsets(svc, offsets);
   } else {
     rmq_schedule_load_offsets(rmq_store_dir(st), rmq_store_consume_queues(st), offsets, report,
-                              sizeof report);
+                              sizeof report, &ignored);
   }
 }
 

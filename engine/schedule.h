@@ -21,6 +21,7 @@
 #define RMQ_SCHEDULE_H
 
 #include "commitlog.h"
+#include "config_manager.h"
 #include "consume_queue.h"
 #include "reput.h"
 #include "rmq.h"
@@ -46,12 +47,28 @@ void rmq_schedule_offsets_path(const char *store_dir, char *out, size_t cap);
 ** The offsets to resume from (ScheduleMessageService.load): config/
 ** delayOffset.json, or its .bak when it is missing or damaged, each offset
 ** clamped to its schedule queue's bounds (correctDelayOffset); all zero (each
-** queue's start) for a new store. When neither file can be used, offsets
-** are the queues' starts and report says why (else report is "", or says
-** that the .bak was read).
+** queue's start) for a new store. report is "", or says that the .bak was
+** read. When neither file can be used, offsets are the queues' starts,
+** report says why, and the load's error is returned (RMQ_ECORRUPT, with how
+** to run rmq_store_repair; RMQ_EIO, RMQ_ENOMEM): delivery must not start
+** there, which would deliver every delayed message again, but a listing
+** may.
 */
-void rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
-                               char *report, size_t cap);
+int rmq_schedule_load_offsets(const char *store_dir, rmq_cq_table *cqs, int64_t *offsets,
+                              char *report, size_t cap, rmq_err *err);
+/* rocketmq_verify: how config/delayOffset.json and its .bak read (rmq_config_examine). */
+int rmq_schedule_examine_offsets(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak,
+                                 rmq_err *err);
+/*
+** rocketmq_repair: when delayOffset.json needs a repair (rmq_config_needs_repair),
+** move each damaged copy into damaged_dir (rmq_config_set_aside) and write
+** a new file with every level that still reads, the file's replacing its
+** .bak's: an empty table when none does (each level then delivers from its
+** queue's start), the damaged copies kept. rmq_config_set_aside's and
+** rmq_config_persist's errors.
+*/
+int rmq_schedule_repair_offsets(const char *store_dir, char *damaged_dir, size_t cap,
+                                int64_t *moved, rmq_err *err);
 
 /*
 ** A service for the store's levels (cl->cfg.delay_ms), each level starting

@@ -9,8 +9,12 @@
 ** the copy goes to %RETRY%<group> with DELAY = 3 + reconsume times, so
 ** the put stores it in SCHEDULE_TOPIC_XXXX and the schedule service
 ** delivers it when due; past it, to %DLQ%<group> at once. Both have one
-** queue (retryQueueNums, DLQ_NUMS_PER_GROUP). DELAY, REAL_TOPIC and
-** REAL_QID of an earlier delay are dropped: the put sets them anew.
+** queue (retryQueueNums, DLQ_NUMS_PER_GROUP). A retry drops DELAY,
+** REAL_TOPIC and REAL_QID of an earlier delay: the put sets them anew. A
+** dead letter keeps them, as consumerSendMsgBack copies every property of
+** the message it is given (MessageAccessor.setProperties): REAL_TOPIC
+** %RETRY%<group> and REAL_QID say where the last retry was delivered; its
+** DELAY becomes 0, so that the put stores it in %DLQ%<group> at once.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,16 +47,27 @@ static int put_prop(copy_props *p, const char *name, const char *value, size_t v
                      RMQ_MAX_PROPERTIES_LEN);
 }
 
-/* The properties of the copy, but DELAY and the level to add. */
-static int copy_properties(const rmq_message *m, copy_props *p, rmq_err *err) {
+/* The delay properties a retry drops, as the put of a delayed message sets them anew. */
+static bool delay_property(const char *name, size_t n) {
+  return is(name, n, RMQ_PROPERTY_DELAY) || is(name, n, RMQ_PROPERTY_REAL_TOPIC) ||
+         is(name, n, RMQ_PROPERTY_REAL_QID);
+}
+
+/*
+** The properties of the copy: a retry's without the delay properties (the
+** level is added after), a dead letter's all of them with DELAY 0.
+*/
+static int copy_properties(const rmq_message *m, bool dead, copy_props *p, rmq_err *err) {
   rmq_properties_iter it;
   const char *name, *value;
   size_t nlen, vlen;
+  bool has_delay = false;
   rmq_properties_iter_init(&it, m->properties, (size_t)m->properties_len);
   while (rmq_properties_next(&it, &name, &nlen, &value, &vlen)) {
-    if (is(name, nlen, RMQ_PROPERTY_DELAY) || is(name, nlen, RMQ_PROPERTY_REAL_TOPIC) ||
-        is(name, nlen, RMQ_PROPERTY_REAL_QID)) {
-      continue;
+    if (!dead && delay_property(name, nlen)) continue;
+    if (dead && is(name, nlen, RMQ_PROPERTY_DELAY)) {
+      has_delay = true;
+      value = "0", vlen = 1;
     }
     p->has_retry_topic |= is(name, nlen, RMQ_PROPERTY_RETRY_TOPIC);
     p->has_origin_id |= is(name, nlen, RMQ_PROPERTY_ORIGIN_MESSAGE_ID);
@@ -61,8 +76,8 @@ static int copy_properties(const rmq_message *m, copy_props *p, rmq_err *err) {
                          RMQ_MAX_PROPERTIES_LEN);
     }
   }
-  int rc = RMQ_OK;
-  if (!p->has_retry_topic) {
+  int rc = dead && !has_delay ? put_prop(p, RMQ_PROPERTY_DELAY, "0", 1, err) : RMQ_OK;
+  if (rc == RMQ_OK && !p->has_retry_topic) {
     rc = put_prop(p, RMQ_PROPERTY_RETRY_TOPIC, m->topic, (size_t)m->topic_len, err);
   }
   if (rc == RMQ_OK && !p->has_origin_id) {
@@ -102,7 +117,7 @@ static int store_copy(rmq_store *s, const char *group, const rmq_message *m, cop
   char topic[RMQ_MAX_TOPIC_LEN + 1];
   snprintf(topic, sizeof topic, "%s%s",
            dead ? RMQ_DLQ_GROUP_TOPIC_PREFIX : RMQ_RETRY_GROUP_TOPIC_PREFIX, group);
-  int rc = copy_properties(m, p, err);
+  int rc = copy_properties(m, dead, p, err);
   if (rc == RMQ_OK && !dead) {
     int64_t levels[RMQ_MAX_DELAY_LEVELS];
     int count;

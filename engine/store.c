@@ -551,8 +551,9 @@ static int catch_up(rmq_store *s, rmq_err *err) {
 /* ScheduleMessageService, once the consume queues hold every delayed message. */
 static int start_schedule(rmq_store *s, rmq_err *err) {
   int64_t offsets[RMQ_MAX_DELAY_LEVELS];
-  rmq_schedule_load_offsets(s->dir, s->cqs, offsets, s->delay_offset_report,
-                            sizeof s->delay_offset_report);
+  int rc = rmq_schedule_load_offsets(s->dir, s->cqs, offsets, s->delay_offset_report,
+                                     sizeof s->delay_offset_report, err);
+  if (rc != RMQ_OK) return rc;
   s->schedule = rmq_schedule_new(&s->commitlog, s->cqs, s->reput, s->dir, offsets, err);
   return s->schedule ? rmq_schedule_start(s->schedule, err) : err->code;
 }
@@ -617,6 +618,20 @@ static int replica_appended(void *ctx, int64_t end, rmq_err *err) {
   return s->cfg.flush_sync ? rmq_flush_wait(s->flush, end, err) : RMQ_OK;
 }
 
+/*
+** TopicConfigManager's table; a topics.json that does not parse is rebuilt
+** from the consume queues, which the recovery report then says.
+*/
+static int load_topics(rmq_store *s, rmq_err *err) {
+  char rebuilt[640];
+  int rc = rmq_tcm_load(s->dir, s, &s->topics, rebuilt, sizeof rebuilt, err);
+  if (rc == RMQ_OK && rebuilt[0]) {
+    size_t len = strlen(s->recovery_report);
+    snprintf(s->recovery_report + len, sizeof s->recovery_report - len, "; %s", rebuilt);
+  }
+  return rc;
+}
+
 static int store_open_steps(rmq_store *s, rmq_err *err) {
   bool writable = !s->cfg.readonly;
   int rc = writable ? rmq_store_make_dir(s->dir, err) : RMQ_OK;
@@ -641,7 +656,7 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   rc = start_ha_service(s, err);
   if (rc == RMQ_OK) rc = start_services(s, err);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
-  if (rc == RMQ_OK) rc = rmq_tcm_load(s->dir, s, &s->topics, err);
+  if (rc == RMQ_OK) rc = load_topics(s, err);
   if (rc == RMQ_OK) rc = rmq_tcm_start(s->topics, err);
   if (rc == RMQ_OK) rc = create_abort(s, err);
   if (rc == RMQ_OK) rc = rmq_clean_service_start(s->clean, err);
@@ -697,6 +712,19 @@ static int repair_steps(rmq_store *s, rmq_recovery *r, rmq_err *err) {
   return rc;
 }
 
+/*
+** The config files a repair mends, under the store's lock: each damaged copy
+** moved into the repair's damaged/ directory, the offsets files written
+** again with what still reads of them; their bytes count as moved.
+*/
+static int repair_config(rmq_store *s, rmq_recovery *r, rmq_err *err) {
+  char *to = r->moved_to;
+  size_t cap = sizeof r->moved_to;
+  int rc = rmq_com_repair(s->dir, to, cap, &r->moved, err);
+  if (rc == RMQ_OK) rc = rmq_schedule_repair_offsets(s->dir, to, cap, &r->moved, err);
+  return rc == RMQ_OK ? rmq_tcm_repair(s->dir, to, cap, &r->moved, err) : rc;
+}
+
 int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int64_t *moved,
                           rmq_err *err) {
   *moved = 0;
@@ -715,6 +743,7 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
     s->checkpoint.fd = -1;
     rmq_retired_init(&s->retired);
     rc = repair_steps(s, r, err);
+    if (rc == RMQ_OK) rc = repair_config(s, r, err);
     *moved = r->moved;
     /* Under the lock, with the log sound: what else the repair mends. */
     rmq_repair_state st = {dir, &s->checkpoint, r->end, r->moved_to, moved};

@@ -10,6 +10,12 @@
 ** dataVersion's counter bumped (DataVersion.nextVersion). Topics the file
 ** held are kept, with their settings. Retry topics get perm 6 and dead
 ** letter topics perm 2 (write only), as SendMessageProcessor creates them.
+**
+** The file is derived: the consume queues hold every topic and queue of the
+** store. So a topics.json that neither it nor its .bak parses never stops
+** an open: both are moved into <store>/damaged/<UTC time>/ and the file is
+** written again from the queues (the settings a broker had given a topic
+** are what is lost).
 */
 #include "topic_config.h"
 
@@ -109,9 +115,62 @@ static int note_schedule_topic(rmq_topic_config_manager *m, rmq_err *err) {
   return rc;
 }
 
-int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out,
-                 rmq_err *err) {
+/* Only find the damage: nothing of a damaged topics.json is kept. */
+static int damage_of(void *ctx, const char *text, size_t len, rmq_config_damage *d, rmq_err *err) {
+  (void)ctx;
+  return rmq_topic_configs_salvage(text, len, NULL, NULL, d, err);
+}
+
+int rmq_tcm_examine(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak,
+                    rmq_err *err) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/config/topics.json", store_dir);
+  return rmq_config_examine(path, damage_of, NULL, file, bak, err);
+}
+
+/* The damaged copies of topics.json set aside; *what says which, and why, for a report. */
+static int set_aside(const char *store_dir, const char *path, char *damaged_dir, size_t cap,
+                     int64_t *moved, char *what, size_t what_cap, rmq_err *err) {
+  rmq_config_copy file, bak;
+  int rc = rmq_config_examine(path, damage_of, NULL, &file, &bak, err);
+  what[0] = '\0';
+  if (rc != RMQ_OK || !rmq_config_needs_repair(&file, &bak)) return rc;
+  bool file_damaged = file.state == RMQ_CONFIG_DAMAGED;
+  snprintf(what, what_cap, "config/topics.json%s did not parse (%s)",
+           !file_damaged                     ? ".bak"
+           : bak.state == RMQ_CONFIG_DAMAGED ? " and its .bak"
+                                             : "",
+           file_damaged ? file.damage.why : bak.damage.why);
+  return rmq_config_set_aside(store_dir, path, &file, &bak, damaged_dir, cap, moved, err);
+}
+
+int rmq_tcm_repair(const char *store_dir, char *damaged_dir, size_t cap, int64_t *moved,
+                   rmq_err *err) {
+  char path[PATH_MAX], what[512];
+  snprintf(path, sizeof path, "%s/config/topics.json", store_dir);
+  return set_aside(store_dir, path, damaged_dir, cap, moved, what, sizeof what, err);
+}
+
+/*
+** A topics.json that cannot be loaded is rebuilt: its damaged copies moved
+** aside, the table left empty for rmq_tcm_start to fill from the queues.
+*/
+static int rebuild(rmq_topic_config_manager *m, const char *store_dir, char *report, size_t cap,
+                   rmq_err *err) {
+  char damaged[PATH_MAX] = "", what[512];
+  int64_t moved = 0;
+  int rc = set_aside(store_dir, m->path, damaged, sizeof damaged, &moved, what, sizeof what, err);
+  if (rc == RMQ_OK && what[0]) {
+    snprintf(report, cap, "%s: moved to %s/ and rebuilt from the consume queues", what,
+             damaged + strlen(store_dir) + 1);
+  }
+  return rc;
+}
+
+int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, char *report,
+                 size_t cap, rmq_err *err) {
   *out = NULL;
+  report[0] = '\0';
   rmq_topic_config_manager *m = calloc(1, sizeof *m);
   if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   m->store = s;
@@ -119,6 +178,10 @@ int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager *
   snprintf(m->path, sizeof m->path, "%s/config/topics.json", store_dir);
   int from;
   int rc = rmq_config_load(m->path, parse_file, m, &from, err);
+  if (rc == RMQ_ECORRUPT) {
+    rmq_err_clear(err);
+    rc = rebuild(m, store_dir, report, cap, err);
+  }
   if (rc == RMQ_OK) rc = note_schedule_topic(m, err);
   if (rc != RMQ_OK) {
     pthread_mutex_destroy(&m->mu);

@@ -6,18 +6,32 @@
 #ifndef RMQ_TOPIC_CONFIG_H
 #define RMQ_TOPIC_CONFIG_H
 
+#include "config_manager.h"
 #include "rmq.h"
 
 typedef struct rmq_topic_config_manager rmq_topic_config_manager;
 
 /*
 ** Load config/topics.json under store_dir (or its .bak), so that topics a
-** broker created are kept; an empty table when neither exists. The
-** service that keeps it up to date with s's queues is not started yet.
-** RMQ_ECORRUPT (a file that does not parse, and no .bak that does),
-** RMQ_ENOMEM, RMQ_EIO.
+** broker created are kept; an empty table when neither exists. When neither
+** parses, they are moved into <store_dir>/damaged/<UTC time>/ and the table
+** starts empty, to be rebuilt from the queues: report (cap bytes) then says
+** so, else it is "". The service that keeps the table up to date with s's
+** queues is not started yet. RMQ_ENOMEM, RMQ_EIO (a file that cannot be
+** read or moved).
 */
-int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, rmq_err *err);
+int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, char *report,
+                 size_t cap, rmq_err *err);
+/* rocketmq_verify: how config/topics.json and its .bak read (rmq_config_examine). */
+int rmq_tcm_examine(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak,
+                    rmq_err *err);
+/*
+** rocketmq_repair: when topics.json needs a repair (rmq_config_needs_repair),
+** move each damaged copy into damaged_dir (rmq_config_set_aside); no new
+** file is written: the next open writes it from the queues.
+*/
+int rmq_tcm_repair(const char *store_dir, char *damaged_dir, size_t cap, int64_t *moved,
+                   rmq_err *err);
 /*
 ** Sync once (the file exists from the first open on), then start the service: every
 ** RMQ_TOPIC_CONFIG_INTERVAL_MS it adds the queues that appeared. rmq_tcm_sync's errors.

@@ -33,10 +33,12 @@
 
 #include "checkpoint.h"
 #include "commitlog_iter.h"
+#include "consumer_offset.h"
 #include "file_name.h"
 #include "io.h"
 #include "properties.h"
 #include "store.h"
+#include "topic_config.h"
 
 typedef struct verifier {
   rmq_defect_fn fn;
@@ -1025,6 +1027,62 @@ static int check_closed(store_check *c, rmq_err *err) {
   return rc;
 }
 
+/* ============================================================== config */
+
+/* A config file of config/, and how its owner reads it. */
+typedef struct config_file {
+  const char *name;
+  int (*examine)(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak, rmq_err *err);
+  bool derived; /* rebuilt from the consume queues when it cannot be read */
+} config_file;
+
+/* What the store does about the damaged copy: read the .bak, refuse, or rebuild. */
+static const char *config_outcome(const config_file *f, const rmq_config_copy *bak) {
+  if (bak->state == RMQ_CONFIG_SOUND) return "its .bak is sound and is read instead";
+  if (f->derived) {
+    return "the next writable open moves it aside and rebuilds it from the consume queues";
+  }
+  return "a writable open fails until rocketmq_repair moves it aside, keeping the entries that "
+         "still read";
+}
+
+/*
+** One row for a config file that a load reads no further than its .bak, or
+** not at all: its damaged copy (the file, or the .bak of a missing file),
+** where it breaks (the parser's offset) and what that does to the store.
+*/
+static int check_config_file(verifier *v, const char *dir, const config_file *f, rmq_err *err) {
+  rmq_config_copy file, bak;
+  int rc = f->examine(dir, &file, &bak, err);
+  if (rc != RMQ_OK || !rmq_config_needs_repair(&file, &bak)) return rc;
+  char path[64];
+  bool in_file = file.state == RMQ_CONFIG_DAMAGED;
+  snprintf(path, sizeof path, "config/%s%s", f->name, in_file ? "" : ".bak");
+  const rmq_config_copy *d = in_file ? &file : &bak;
+  const char *bak_state = !in_file                          ? "the file is missing"
+                          : bak.state == RMQ_CONFIG_ABSENT  ? "there is no .bak"
+                          : bak.state == RMQ_CONFIG_DAMAGED ? "its .bak is damaged too"
+                                                            : NULL;
+  report(v, path, d->damage.at, RMQ_DEFECT_CONFIG, "%s; %s%s%s", d->damage.why,
+         bak_state ? bak_state : "", bak_state ? "; " : "",
+         config_outcome(f, in_file ? &bak : &file));
+  return RMQ_OK;
+}
+
+/* consumerOffset.json, delayOffset.json and topics.json: those that do not parse. */
+static int check_config_files(verifier *v, const char *dir, rmq_err *err) {
+  static const config_file files[] = {
+      {"consumerOffset.json", rmq_com_examine, false},
+      {"delayOffset.json", rmq_schedule_examine_offsets, false},
+      {"topics.json", rmq_tcm_examine, true},
+  };
+  int rc = RMQ_OK;
+  for (size_t i = 0; rc == RMQ_OK && v->rc == RMQ_OK && i < sizeof files / sizeof *files; i++) {
+    rc = check_config_file(v, dir, &files[i], err);
+  }
+  return rc;
+}
+
 int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -1039,6 +1097,7 @@ int rmq_verify(const char *dir, rmq_defect_fn fn, void *ctx, rmq_err *err) {
   rmq_store *s = rmq_store_find(dir);
   int rc = s ? check_live(&c, s, err) : check_closed(&c, err);
   rmq_store_release(s);
+  if (rc == RMQ_OK && c.v.rc == RMQ_OK) rc = check_config_files(&c.v, dir, err);
   if (rc == RMQ_OK && c.v.rc != RMQ_OK) rc = rmq_err_set(err, c.v.rc, "verify stopped");
   return rc;
 }

@@ -27,5 +27,6 @@
 #define RMQ_DEFECT_INDEX_GAP "index_gap"
 #define RMQ_DEFECT_CHECKPOINT "checkpoint"
 #define RMQ_DEFECT_UNREADABLE "unreadable"
+#define RMQ_DEFECT_CONFIG "config"
 
 #endif

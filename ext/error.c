@@ -59,3 +59,12 @@ int rmqx_errmsg(char **errmsg, int rc, const char *fmt, ...) {
   va_end(ap);
   return *errmsg ? rc : SQLITE_NOMEM;
 }
+
+const char *rmqx_value_cstr(sqlite3_value *v, int *nul_at) {
+  const char *t = (const char *)sqlite3_value_text(v);
+  /* The length of the value, not strlen: that would stop at the NUL looked for. */
+  size_t n = t ? (size_t)sqlite3_value_bytes(v) : 0;
+  const char *nul = t ? memchr(t, '\0', n) : NULL;
+  *nul_at = nul ? (int)(nul - t) : -1;
+  return t;
+}

@@ -61,6 +61,9 @@
 **                              Invalid UTF-8 counts as U+FFFD, as Java decodes
 **                              it.
 **
+** A dir, group or topic argument that holds a NUL byte is an error naming
+** it (RMQX_NUL_MESSAGE): the engine would read it only up to the NUL.
+**
 ** The functions that take a path are SQLITE_DIRECTONLY, so that a schema
 ** written by someone else (a view, a trigger) cannot reach files with them;
 ** rocketmq_java_hash is SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS.
@@ -70,13 +73,37 @@
 
 #include "rmq_ext.h"
 
-/* The live store for argv[0], or NULL after setting the error on ctx. */
-static rmq_store *open_store(sqlite3_context *ctx, const char *fn, sqlite3_value *arg) {
-  const char *dir = (const char *)sqlite3_value_text(arg);
-  if (dir == NULL) {
+/*
+** A TEXT argument that names something (what: "name") or is a path
+** ("path"), or NULL after setting the error that names it: NULL, or a NUL
+** byte inside, where the engine's C string would end it.
+*/
+static const char *cstr_arg(sqlite3_context *ctx, const char *fn, const char *name,
+                            const char *what, sqlite3_value *v) {
+  int nul_at;
+  const char *t = rmqx_value_cstr(v, &nul_at);
+  if (t == NULL) {
+    rmqx_result_error(ctx, "%s: %s is NULL", fn, name);
+  } else if (nul_at >= 0) {
+    rmqx_result_error(ctx, RMQX_NUL_MESSAGE, fn, name, nul_at, t, what);
+    return NULL;
+  }
+  return t;
+}
+
+/* The store directory argument, or NULL after setting the error on ctx. */
+static const char *dir_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
+  if (sqlite3_value_type(v) == SQLITE_NULL) {
     rmqx_result_error(ctx, "%s: the store directory is NULL", fn);
     return NULL;
   }
+  return cstr_arg(ctx, fn, "dir", "path", v);
+}
+
+/* The live store for argv[0], or NULL after setting the error on ctx. */
+static rmq_store *open_store(sqlite3_context *ctx, const char *fn, sqlite3_value *arg) {
+  const char *dir = dir_arg(ctx, fn, arg);
+  if (dir == NULL) return NULL;
   rmq_store *s = rmq_store_find(dir);
   if (s == NULL) {
     rmqx_result_error(ctx,
@@ -120,11 +147,8 @@ static void clean_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* rocketmq_repair(dir) */
 static void repair_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  const char *dir = (const char *)sqlite3_value_text(argv[0]);
-  if (dir == NULL) {
-    rmqx_result_error(ctx, "rocketmq_repair: the store directory is NULL");
-    return;
-  }
+  const char *dir = dir_arg(ctx, "rocketmq_repair", argv[0]);
+  if (dir == NULL) return;
   int64_t moved = 0;
   rmq_err err = {0};
   if (rmq_store_repair(dir, &moved, &err) == RMQ_OK) {
@@ -150,20 +174,12 @@ static bool int_arg(sqlite3_context *ctx, const char *fn, const char *name, sqli
   return false;
 }
 
-/* A TEXT argument (NULL gives an error naming it). */
-static const char *text_arg(sqlite3_context *ctx, const char *fn, const char *name,
-                            sqlite3_value *v) {
-  const char *t = (const char *)sqlite3_value_text(v);
-  if (t == NULL) rmqx_result_error(ctx, "%s: %s is NULL", fn, name);
-  return t;
-}
-
 /* rocketmq_commit_offset(dir, group, topic, queue_id, next_offset) */
 static void commit_offset_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   static const char fn[] = "rocketmq_commit_offset";
-  const char *group = text_arg(ctx, fn, "group", argv[1]);
-  const char *topic = group ? text_arg(ctx, fn, "topic", argv[2]) : NULL;
+  const char *group = cstr_arg(ctx, fn, "group", "name", argv[1]);
+  const char *topic = group ? cstr_arg(ctx, fn, "topic", "name", argv[2]) : NULL;
   int64_t queue_id, offset;
   if (!topic || !int_arg(ctx, fn, "queue_id", argv[3], &queue_id) ||
       !int_arg(ctx, fn, "next_offset", argv[4], &offset)) {
@@ -189,7 +205,7 @@ static void commit_offset_func(sqlite3_context *ctx, int argc, sqlite3_value **a
 static void send_back_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   static const char fn[] = "rocketmq_send_back";
-  const char *group = text_arg(ctx, fn, "group", argv[1]);
+  const char *group = cstr_arg(ctx, fn, "group", "name", argv[1]);
   int64_t offset, new_offset = 0;
   if (!group || !int_arg(ctx, fn, "commitlog_offset", argv[2], &offset)) return;
   rmq_store *s = open_store(ctx, fn, argv[0]);

@@ -25,6 +25,18 @@ SQLITE_EXTENSION_INIT3
 int rmqx_vtab_error(sqlite3_vtab *vt, const char *fmt, ...);
 void rmqx_result_error(sqlite3_context *ctx, const char *fmt, ...);
 int rmqx_errmsg(char **errmsg, int rc, const char *fmt, ...);
+/*
+** The text of v for a name or a path that goes to the engine as a C string,
+** NULL for SQL NULL (or out of memory). *nul_at: the byte offset of the
+** first NUL in the text, or -1. A NUL would end the engine's string there,
+** so 'billing' || char(0) || 'x' would name the group billing: a caller
+** refuses such a value with RMQX_NUL_MESSAGE (the function or table, the
+** argument's name, *nul_at, the text, which ends at the NUL, and "name" or
+** "path"), as an INSERT refuses such a topic.
+*/
+const char *rmqx_value_cstr(sqlite3_value *v, int *nul_at);
+#define RMQX_NUL_MESSAGE \
+  "%s: %s contains a NUL byte at byte %d (after '%s'): a %s cannot contain NUL"
 
 /* Registration, one function per file. */
 int rmqx_register_store_table(sqlite3 *db);        /* vtab_store.c: rocketmq */

@@ -181,8 +181,12 @@ void rmqx_tvf_range(sqlite3_vtab *vt, int idx, sqlite3_value **argv, int64_t *lo
 /* ------------------------------------------------------------ the store read */
 
 int rmqx_tvf_dir_open(rmqx_tvf_dir *d, sqlite3_vtab *vt, sqlite3_value *v) {
-  const char *dir = (const char *)sqlite3_value_text(v);
+  int nul_at;
+  const char *dir = rmqx_value_cstr(v, &nul_at);
   if (dir == NULL) return rmqx_vtab_error(vt, "%s: the store directory is NULL", tvf_of(vt)->name);
+  if (nul_at >= 0) {
+    return rmqx_vtab_error(vt, RMQX_NUL_MESSAGE, tvf_of(vt)->name, "dir", nul_at, dir, "path");
+  }
   /* Opening a store read-only reads its files: do it once per cursor and directory. */
   if (d->reader.store && d->dir && strcmp(d->dir, dir) == 0) return SQLITE_OK;
   rmqx_tvf_dir_close(d);

@@ -118,8 +118,12 @@ static int cq_close(sqlite3_vtab_cursor *cur) {
 static int find_queue(cq_cursor *c, sqlite3_value *topic_v, sqlite3_value *qid_v,
                       rmq_consume_queue **out) {
   sqlite3_vtab *vt = c->base.pVtab;
-  const char *topic = (const char *)sqlite3_value_text(topic_v);
+  int nul_at;
+  const char *topic = rmqx_value_cstr(topic_v, &nul_at);
   if (topic == NULL) return rmqx_vtab_error(vt, CQ_NAME ": the topic is NULL");
+  if (nul_at >= 0) {
+    return rmqx_vtab_error(vt, RMQX_NUL_MESSAGE, CQ_NAME, "topic", nul_at, topic, "name");
+  }
   if (!rmq_topic_valid(topic, strlen(topic))) {
     return rmqx_vtab_error(vt,
                            CQ_NAME ": invalid topic \"%s\": a topic is 1 to %d characters "

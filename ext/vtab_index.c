@@ -81,6 +81,7 @@ typedef struct ix_cursor {
   rmqx_tvf_dir src; /* the store read */
   rmq_store *store;
   char *key;           /* the key argument, or NULL for every item */
+  int key_len;         /* its bytes: a key may hold a NUL, which its hash covers too */
   int32_t hash;        /* its hash */
   rmq_index_view view; /* the file being read */
   bool in_file;        /* view holds a file; false at the end */
@@ -164,19 +165,27 @@ static int ix_close(sqlite3_vtab_cursor *cur) {
   return SQLITE_OK;
 }
 
-/* Take the key argument; *none when it is NULL (no item has that key). */
+/*
+** Take the key argument; *none when it is NULL (no item has that key). The
+** hash is of all its bytes (sqlite3_value_bytes), as the dispatcher hashes a
+** key that holds a NUL: strlen would hash 'T#k' for 'T#k' || char(0) || 'x'.
+*/
 static int set_key(ix_cursor *c, sqlite3_value *v, bool *none) {
   const char *key = (const char *)sqlite3_value_text(v);
   *none = key == NULL;
   if (key == NULL) return SQLITE_OK;
-  const char *hash_sign = strchr(key, '#');
+  int n = sqlite3_value_bytes(v);
+  const char *hash_sign = memchr(key, '#', (size_t)n);
   if (hash_sign == NULL) {
     return rmqx_vtab_error(c->base.pVtab, IX_NAME ": key \"%s\" is not an index key 'topic#key'",
                            key);
   }
   size_t topic_len = (size_t)(hash_sign - key);
-  c->hash = rmq_index_key_hash(key, topic_len, hash_sign + 1, strlen(hash_sign + 1));
-  return (c->key = sqlite3_mprintf("%s", key)) ? SQLITE_OK : SQLITE_NOMEM;
+  c->hash = rmq_index_key_hash(key, topic_len, hash_sign + 1, (size_t)n - topic_len - 1);
+  if ((c->key = sqlite3_malloc(n + 1)) == NULL) return SQLITE_NOMEM;
+  memcpy(c->key, key, (size_t)n + 1);
+  c->key_len = n;
+  return SQLITE_OK;
 }
 
 static int ix_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
@@ -228,7 +237,7 @@ static int ix_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     case COL_PREV: sqlite3_result_int(ctx, c->item.prev_index); break;
     case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
     case COL_KEY:
-      if (c->key) sqlite3_result_text(ctx, c->key, -1, SQLITE_TRANSIENT);
+      if (c->key) sqlite3_result_text(ctx, c->key, c->key_len, SQLITE_TRANSIENT);
       break;
   }
   return SQLITE_OK;

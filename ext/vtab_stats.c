@@ -46,16 +46,16 @@
 **    disk_bytes             the disk space they take (allocated blocks, as
 **                           du counts them: pre-allocated segments are
 **                           sparse until written)
-**    recovery               how the last open recovered the store (TEXT)
+**    recovery               how the last open recovered the store, and
+**                           whether it rebuilt config/topics.json (TEXT)
 **    poisoned               1 when an I/O failure stopped writes until the
 **                           store is reopened, else 0
 **    poison_reason          why (TEXT), NULL when not poisoned
 **    schedule_delivered     delayed messages put back into their real
 **                           topics since the store was opened
-**    delay_offsets          NULL, or why config/delayOffset.json could not
-**                           be used when the store was opened (its .bak was
-**                           read, or delivery started at each schedule
-**                           queue's start)
+**    delay_offsets          NULL, or that config/delayOffset.json could
+**                           not be used when the store was opened and its
+**                           .bak was read (neither: the open fails)
 **    disk_used_ratio        the used share of the disk holding the commit
 **                           log, 0 to 1 (REAL; -1 when it cannot be read)
 **    disk_full              1 while writes are refused because

@@ -1076,14 +1076,19 @@ static const char *arg_text(filter_args *a, int s) {
 ** TEXT column (key has no column: it is looked up as text), and queue_id
 ** holds integers from 0 to 2^31 - 1. A value that cannot match is left
 ** out, so that values that read alike (1 and 1.5, 0 and 'x') never make
-** one queue be read twice.
+** one queue be read twice. The engine takes a topic or key as a C string:
+** one holding a NUL byte would be looked up cut short there ('k' for
+** 'k' || char(0) || 'x', and a key is not checked again), and no topic
+** holds one.
 */
 static bool can_match(int s, sqlite3_value *v) {
   int64_t q;
-  int type = sqlite3_value_type(v);
+  int type = sqlite3_value_type(v), nul_at = -1;
   if (type == SQLITE_NULL) return false;
   if (s == S_QUEUE) return rmqx_value_integer(v, &q) && q >= 0 && q <= INT32_MAX;
-  return type != SQLITE_BLOB || s == S_KEY;
+  if (type == SQLITE_BLOB && s != S_KEY) return false;
+  if (s == S_TOPIC || s == S_KEY) rmqx_value_cstr(v, &nul_at);
+  return nul_at < 0;
 }
 
 static int list_add(value_list *l, int s, sqlite3_value *v) {

@@ -120,9 +120,14 @@ static int vf_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int
   if (rc != SQLITE_OK) return rc;
   clear_rows(c);
   sqlite3_free(c->dir);
-  const char *dir = (const char *)sqlite3_value_text(argv[0]);
+  int nul_at;
+  const char *dir = rmqx_value_cstr(argv[0], &nul_at);
   if (dir == NULL)
     return rmqx_vtab_error(cur->pVtab, "rocketmq_verify: the store directory is NULL");
+  if (nul_at >= 0) {
+    return rmqx_vtab_error(cur->pVtab, RMQX_NUL_MESSAGE, "rocketmq_verify", "dir", nul_at, dir,
+                           "path");
+  }
   if ((c->dir = sqlite3_mprintf("%s", dir)) == NULL) return SQLITE_NOMEM;
   rmq_err err = {0};
   if (rmq_verify(c->dir, add_row, c, &err) != RMQ_OK) {

@@ -455,6 +455,150 @@ static void test_truncated(void) {
   }
 }
 
+/* ------------------------------------------------------------- salvage */
+
+/*
+** Where each "<queue>:<offset>" or "<level>:<offset>" of a golden text ends
+** (the byte after its digits), in the text's order: an entry a cut keeps is
+** one that ends before the cut.
+*/
+static int entry_ends(const char *text, size_t len, size_t *ends, int cap) {
+  int n = 0;
+  for (size_t i = 1; i + 1 < len && n < cap; i++) {
+    if (text[i] != ':' || text[i - 1] < '0' || text[i - 1] > '9') continue;
+    size_t j = i + 1;
+    while (j < len && text[j] >= '0' && text[j] <= '9') j++;
+    ends[n++] = j;
+  }
+  return n;
+}
+
+/*
+** Every cut of the golden consumerOffset.json: the damage is at the cut, and
+** the entries kept are exactly the golden's that end before it, in order,
+** with their values; the whole text is sound and gives every entry.
+*/
+static void test_salvage_cuts(void) {
+  size_t len, ends[64];
+  char *text = golden("consumerOffset.json", &len);
+  if (!text) return;
+  offsets all = {.n = 0};
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_consumer_offsets_parse(text, len, collect_offset, &all, &err), RMQ_OK);
+  int n = entry_ends(text, len, ends, 64);
+  CHECK_EQ_INT(n, all.n);
+  int bad = 0;
+  for (size_t cut = 0; cut <= len; cut++) {
+    char *part = malloc(cut ? cut : 1);
+    memcpy(part, text, cut);
+    offsets got = {.n = 0};
+    rmq_config_damage d;
+    int rc = rmq_consumer_offsets_salvage(part, cut, collect_offset, &got, &d, &err);
+    int want = 0;
+    while (want < n && ends[want] < cut) want++;
+    bool same = rc == RMQ_OK && got.n == (cut == len ? n : want);
+    for (int i = 0; same && i < got.n; i++) {
+      same = offset_is(&got.e[i], all.e[i].topic, all.e[i].group, all.e[i].queue_id,
+                       all.e[i].offset);
+    }
+    same = same && d.at == (cut == len ? -1 : (int64_t)cut);
+    if (!same) {
+      bad++;
+      fprintf(stderr, "  cut at %zu: rc %d, %d entries, damage at %lld (%s)\n", cut, rc, got.n,
+              (long long)d.at, d.why);
+    }
+    free(part);
+  }
+  CHECK_EQ_INT(bad, 0);
+  free(text);
+}
+
+static void test_salvage_damage(void) {
+  rmq_config_damage d;
+  rmq_err err = {0};
+  offsets got = {.n = 0};
+  /* Garbage in the middle: what comes before it. */
+  const char *garbage = "{\"offsetTable\":{\"T@g\":{0:5,1:6},\"U@g\":{0:7#!x,1:8}}}";
+  CHECK_EQ_INT(
+      rmq_consumer_offsets_salvage(garbage, strlen(garbage), collect_offset, &got, &d, &err),
+      RMQ_OK);
+  CHECK_EQ_INT(got.n, 2);
+  CHECK(got.n == 2 && offset_is(&got.e[1], "T", "g", 1, 6));
+  CHECK_EQ_INT(d.at, 42);
+  CHECK_EQ_STR(d.why, "offset 42: expected ',' or '}', found '#'");
+  /* A bad number: a negative offset, digits run into a letter. */
+  const char *negative = "{\"offsetTable\":{\"T@g\":{0:5,1:-3,2:7}}}";
+  got.n = 0;
+  CHECK_EQ_INT(
+      rmq_consumer_offsets_salvage(negative, strlen(negative), collect_offset, &got, &d, &err),
+      RMQ_OK);
+  CHECK(got.n == 1 && offset_is(&got.e[0], "T", "g", 0, 5));
+  CHECK_EQ_INT(d.at, 29);
+  const char *run_on = "{\"offsetTable\":{\"T@g\":{0:12a}}}";
+  got.n = 0;
+  CHECK_EQ_INT(rmq_consumer_offsets_salvage(run_on, strlen(run_on), collect_offset, &got, &d, &err),
+               RMQ_OK);
+  CHECK_EQ_INT(got.n, 0);
+  CHECK_EQ_INT(d.at, 27);
+  /* Nothing reads: no entry, the damage at the first byte. */
+  got.n = 0;
+  CHECK_EQ_INT(rmq_consumer_offsets_salvage("garbage", 7, collect_offset, &got, &d, &err), RMQ_OK);
+  CHECK_EQ_INT(got.n, 0);
+  CHECK_EQ_INT(d.at, 0);
+  /* fn's code stops the walk and is returned. */
+  offsets stop = {.stop_at = 1};
+  CHECK_EQ_INT(
+      rmq_consumer_offsets_salvage(garbage, strlen(garbage), collect_offset, &stop, &d, &err),
+      RMQ_EINVAL);
+}
+
+/* delayOffset.json: the levels read whole, the others untouched; topics.json's damage. */
+static void test_salvage_levels(void) {
+  size_t len, ends[16];
+  char *text = golden("delayOffset.json", &len);
+  if (!text) return;
+  int n = entry_ends(text, len, ends, 16);
+  CHECK_EQ_INT(n, 4);
+  static const int levels[] = {1, 2, 3, 18};
+  static const int64_t values[] = {4, 0, 17, 2};
+  int bad = 0;
+  for (size_t cut = 0; cut < len; cut++) {
+    int64_t off[RMQ_MAX_DELAY_LEVELS];
+    bool seen[RMQ_MAX_DELAY_LEVELS] = {false};
+    for (int i = 0; i < RMQ_MAX_DELAY_LEVELS; i++) off[i] = -1;
+    rmq_config_damage d;
+    rmq_err err = {0};
+    int rc = rmq_delay_offsets_salvage(text, cut, off, seen, &d, &err);
+    int kept = 0, wrong = 0;
+    for (int k = 0; k < n; k++) {
+      bool want = ends[k] < cut;
+      kept += seen[levels[k] - 1];
+      wrong += seen[levels[k] - 1] != want || (want && off[levels[k] - 1] != values[k]);
+    }
+    if (rc != RMQ_OK || wrong || d.at != (int64_t)cut || off[4] != -1) {
+      bad++;
+      fprintf(stderr, "  cut at %zu: rc %d, %d kept, %d wrong, at %lld\n", cut, rc, kept, wrong,
+              (long long)d.at);
+    }
+  }
+  CHECK_EQ_INT(bad, 0);
+  free(text);
+
+  text = golden("topics.json", &len);
+  if (!text) return;
+  topics got = {.n = 0};
+  rmq_config_damage d;
+  rmq_err err = {0};
+  /* The cut falls inside SCHEDULE_TOPIC_XXXX's object: Orders closed before it. */
+  size_t cut = (size_t)(strstr(text, "\"SCHEDULE_TOPIC_XXXX\":{") - text) + 30;
+  CHECK_EQ_INT(rmq_topic_configs_salvage(text, cut, collect_topic, &got, &d, &err), RMQ_OK);
+  CHECK(got.n == 1 && strcmp(got.t[0].topic, "Orders") == 0 && got.t[0].read_queues == 4);
+  CHECK_EQ_INT(d.at, (int64_t)cut);
+  CHECK_EQ_INT(rmq_topic_configs_salvage(text, len, NULL, NULL, &d, &err), RMQ_OK);
+  CHECK_EQ_INT(d.at, -1);
+  free(text);
+}
+
 /* fn's non-zero return stops the walk and is returned. */
 static void test_callback_stops(void) {
   size_t len;
@@ -669,6 +813,9 @@ int main(void) {
   test_lenient();
   test_damaged();
   test_truncated();
+  test_salvage_cuts();
+  test_salvage_damage();
+  test_salvage_levels();
   test_callback_stops();
   test_group_valid();
   test_persist_load(dir);

@@ -8,6 +8,7 @@
 */
 #include <pthread.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config_json.h"
 #include "testutil.h"
@@ -161,6 +162,190 @@ static void test_bad_input(const char *dir) {
   rmq_store_close(s);
 }
 
+/* ------------------------------------------------------- damaged files */
+
+/* The first defect of kind config that rmq_verify reports, and how many there are. */
+typedef struct config_rows {
+  int n;
+  char file[64];
+  int64_t offset;
+  char detail[512];
+} config_rows;
+
+static int collect_config(void *ctx, const rmq_defect *d) {
+  config_rows *r = ctx;
+  if (strcmp(d->kind, "config") != 0) return RMQ_OK;
+  if (r->n++ == 0) {
+    snprintf(r->file, sizeof r->file, "%s", d->file);
+    r->offset = d->offset;
+    snprintf(r->detail, sizeof r->detail, "%s", d->detail);
+  }
+  return RMQ_OK;
+}
+
+static config_rows verify_config(const char *dir) {
+  config_rows r = {.n = 0};
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_verify(dir, collect_config, &r, &err), RMQ_OK);
+  return r;
+}
+
+static void write_config(const char *dir, const char *name, const char *text, size_t len) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(text, 1, len, f) == len);
+  if (f) fclose(f);
+}
+
+static char *read_config(const char *dir, const char *name, size_t *len) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config/%s", dir, name);
+  return read_file(path, len);
+}
+
+/* What a repair moved into <dir>/damaged/<time>/name, the newest such copy; NULL when none. */
+static char *damaged_copy(const char *dir, const char *name, size_t *len) {
+  char cmd[4400];
+  snprintf(cmd, sizeof cmd, "ls -d '%s'/damaged/*/%s 2>/dev/null | tail -n 1", dir, name);
+  FILE *p = popen(cmd, "r");
+  char path[4200] = "";
+  if (p && fgets(path, sizeof path, p)) path[strcspn(path, "\n")] = '\0';
+  if (p) pclose(p);
+  return path[0] ? read_file(path, len) : NULL;
+}
+
+static rmq_group_offset *group_offsets(const char *dir, int *n) {
+  rmq_config cfg;
+  tu_small_config(&cfg, 1 << 20);
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_group_offset *all = NULL;
+  rmq_err err = {0};
+  *n = -1;
+  if (s) CHECK_EQ_INT(rmq_store_group_offsets(s, &all, n, &err), RMQ_OK);
+  rmq_store_close(s);
+  return all;
+}
+
+/*
+** consumerOffset.json cut in the middle of its second group, no .bak: the
+** writable open fails naming rocketmq_repair, rmq_verify reports where the
+** file breaks, and the repair moves it into damaged/ and writes the entries
+** before the cut, which the store then reads.
+*/
+static void test_damaged_offsets(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, 1 << 20);
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  put_messages(s, 8);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_commit_offset(s, "g0", "T", 0, 1, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_store_commit_offset(s, "g0", "T", 1, 2, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_store_commit_offset(s, "g1", "T", 2, 1, &err), RMQ_OK);
+  rmq_store_close(s);
+
+  size_t len;
+  char *text = read_config(dir, "consumerOffset.json", &len);
+  const char *g1 = text ? strstr(text, "\"T@g1\"") : NULL;
+  CHECK(g1 != NULL);
+  if (!g1) return free(text);
+  size_t cut = (size_t)(g1 - text) + 10; /* inside "T@g1":{2:1 */
+  write_config(dir, "consumerOffset.json", text, cut);
+  char bak[4200];
+  snprintf(bak, sizeof bak, "%s/config/consumerOffset.json.bak", dir);
+  unlink(bak);
+
+  rmq_store *none = NULL;
+  rmq_err open_err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &none, &open_err), RMQ_ECORRUPT);
+  CHECK(strstr(open_err.msg, "consumerOffset.json: offset ") != NULL);
+  char hint[4300];
+  snprintf(hint, sizeof hint,
+           "; run SELECT rocketmq_repair('%s') to move it aside into %s/damaged/", dir, dir);
+  CHECK(strstr(open_err.msg, hint) != NULL);
+
+  config_rows r = verify_config(dir);
+  CHECK_EQ_INT(r.n, 1);
+  CHECK_EQ_STR(r.file, "config/consumerOffset.json");
+  CHECK_EQ_INT(r.offset, (int64_t)cut);
+  CHECK(strstr(r.detail, "there is no .bak; a writable open fails until rocketmq_repair") != NULL);
+
+  int64_t moved = 0;
+  CHECK_EQ_INT(rmq_store_repair(dir, &moved, &err), RMQ_OK);
+  CHECK_EQ_INT(moved, (int64_t)cut);
+  size_t kept_len = 0;
+  char *kept = damaged_copy(dir, "consumerOffset.json", &kept_len);
+  CHECK(kept && kept_len == cut && memcmp(kept, text, cut) == 0);
+  free(kept);
+  parsed p = parse_offsets(dir);
+  CHECK_EQ_INT(p.n, 2);
+  CHECK_EQ_INT(offset_of(&p, "g0", 0), 1);
+  CHECK_EQ_INT(offset_of(&p, "g0", 1), 2);
+  int n;
+  rmq_group_offset *all = group_offsets(dir, &n);
+  CHECK_EQ_INT(n, 2);
+  free(all);
+  CHECK_EQ_INT(verify_config(dir).n, 0);
+  free(text);
+}
+
+/*
+** Garbage in the file with a sound .bak: the store reads the .bak, rmq_verify
+** says so, and the repair keeps the .bak's entries updated by those of the
+** file before the garbage. A bad number in a file without .bak: the entry
+** is not kept; nothing read: an empty table, the damaged file kept.
+*/
+static void test_damaged_with_bak(const char *dir) {
+  const char *bak_text = "{\"offsetTable\":{\"T@g0\":{0:1,1:1},\"T@g1\":{2:1}}}";
+  const char *file_text = "{\"offsetTable\":{\"T@g0\":{0:2,1:2},\"T@g1\":{2:2}}}";
+  write_config(dir, "consumerOffset.json.bak", bak_text, strlen(bak_text));
+  write_config(dir, "consumerOffset.json", file_text, strlen(file_text));
+  char *garbled = strdup(file_text);
+  memcpy(garbled + 36, "##", 2); /* over g1 of "T@g1", whose key starts at 33 */
+  write_config(dir, "consumerOffset.json", garbled, strlen(garbled));
+  int n;
+  rmq_group_offset *all = group_offsets(dir, &n);
+  CHECK(n == 3 && all[0].offset == 1);
+  free(all);
+  config_rows r = verify_config(dir);
+  CHECK_EQ_INT(r.n, 1);
+  CHECK_EQ_INT(r.offset, 33);
+  CHECK(strstr(r.detail, "its .bak is sound and is read instead") != NULL);
+  int64_t moved = 0;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_repair(dir, &moved, &err), RMQ_OK);
+  CHECK_EQ_INT(moved, (int64_t)strlen(garbled));
+  parsed p = parse_offsets(dir);
+  CHECK_EQ_INT(p.n, 3);
+  CHECK_EQ_INT(offset_of(&p, "g0", 0), 2);
+  CHECK_EQ_INT(offset_of(&p, "g0", 1), 2);
+  CHECK_EQ_INT(offset_of(&p, "g1", 2), 1);
+  free(garbled);
+
+  char bak[4200];
+  snprintf(bak, sizeof bak, "%s/config/consumerOffset.json.bak", dir);
+  const char *bad_number = "{\"offsetTable\":{\"T@g0\":{0:3,1:-4}}}";
+  write_config(dir, "consumerOffset.json", bad_number, strlen(bad_number));
+  unlink(bak);
+  CHECK_EQ_INT(rmq_store_repair(dir, &moved, &err), RMQ_OK);
+  p = parse_offsets(dir);
+  CHECK(p.n == 1 && offset_of(&p, "g0", 0) == 3);
+
+  write_config(dir, "consumerOffset.json", "garbage", 7);
+  CHECK_EQ_INT(rmq_store_repair(dir, &moved, &err), RMQ_OK);
+  CHECK_EQ_INT(moved, 7);
+  p = parse_offsets(dir);
+  CHECK_EQ_INT(p.n, 0);
+  size_t len = 0;
+  char *kept = damaged_copy(dir, "consumerOffset.json", &len);
+  CHECK(kept && len == 7 && memcmp(kept, "garbage", 7) == 0);
+  free(kept);
+  all = group_offsets(dir, &n);
+  CHECK_EQ_INT(n, 0);
+  free(all);
+}
+
 static bool prop_is(const rmq_message *m, const char *name, const char *want) {
   size_t n;
   const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, name, &n);
@@ -199,7 +384,12 @@ static void test_send_back(const char *dir) {
   CHECK(m.topic_len == 8 && memcmp(m.topic, "%DLQ%grp", 8) == 0);
   CHECK_EQ_INT(m.queue_id, 0);
   CHECK_EQ_INT(m.reconsume_times, 2);
-  CHECK(prop_is(&m, "DELAY", NULL));
+  /* Every property of the message given back, DELAY 0 (consumerSendMsgBack). */
+  CHECK(prop_is(&m, "DELAY", "0"));
+  CHECK(prop_is(&m, "REAL_TOPIC", "%RETRY%grp"));
+  CHECK(prop_is(&m, "REAL_QID", "0"));
+  CHECK(prop_is(&m, "RETRY_TOPIC", "Orders"));
+  CHECK(prop_is(&m, "TAGS", "A"));
   CHECK(prop_is(&m, "ORIGIN_MESSAGE_ID", r.msg_id));
   rmq_commitlog_ref_release(&ref);
 
@@ -258,6 +448,10 @@ int main(void) {
   tu_rmrf(dir);
   tu_tmpdir(dir, sizeof dir);
   test_bad_input(dir);
+  tu_rmrf(dir);
+  tu_tmpdir(dir, sizeof dir);
+  test_damaged_offsets(dir);
+  test_damaged_with_bak(dir);
   tu_rmrf(dir);
   tu_tmpdir(dir, sizeof dir);
   test_send_back(dir);

@@ -221,7 +221,10 @@ static void test_drop_and_flags(void) {
   s = tu_open(dir, &cfg);
   if (!s) return;
   CHECK(rmq_store_schedule(s) == NULL);
-  rmq_schedule_load_offsets(dir, rmq_store_consume_queues(s), offsets, report, sizeof report);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_schedule_load_offsets(dir, rmq_store_consume_queues(s), offsets, report,
+                                         sizeof report, &err),
+               RMQ_OK);
   CHECK_EQ_INT(offsets[0], 2);
   CHECK_EQ_STR(report, "");
   rmq_store_close(s);

@@ -499,6 +499,123 @@ static void test_put_encoded_failures_prefilled(const char *dir) {
   put_encoded_failures(dir, true);
 }
 
+/* Write text as <dir>/config/<name>. */
+static void write_config(const char *dir, const char *name, const char *text) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/config/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fputs(text, f) >= 0);
+  if (f) fclose(f);
+}
+
+static char *read_config(const char *dir, const char *name) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/config/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *text = calloc(1, 1 << 16);
+  if (text && fread(text, 1, (1 << 16) - 1, f) == 0) text[0] = '\0';
+  fclose(f);
+  return text;
+}
+
+typedef struct topic_list {
+  rmq_topic_config t[8];
+  int n;
+} topic_list;
+
+static int add_topic(void *ctx, const rmq_topic_config *t) {
+  topic_list *l = ctx;
+  if (l->n < 8) l->t[l->n++] = *t;
+  return RMQ_OK;
+}
+
+static int32_t queues_of(const topic_list *l, const char *topic) {
+  for (int i = 0; i < l->n; i++) {
+    if (strcmp(l->t[i].topic, topic) == 0) return l->t[i].read_queues;
+  }
+  return -1;
+}
+
+/*
+** topics.json and its .bak damaged: the open moves both into damaged/,
+** writes the file again from the consume queues, each topic with its
+** highest queue id + 1, and says so in the recovery report.
+*/
+static void test_topics_rebuilt(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  tu_msg t;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "A", 2, "a", 1, ""), 1, NULL, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "B", 0, "b", 1, ""), 1, NULL, &err), RMQ_OK);
+  rmq_store_close(s);
+  write_config(dir, "topics.json", "{\"topicConfigTable\":{\"A\":{\"perm\":x");
+  write_config(dir, "topics.json.bak", "garbage");
+
+  s = tu_open(dir, &cfg);
+  if (!s) return;
+  const char *rep = rmq_store_recovery_report(s);
+  CHECK(strstr(rep, "; config/topics.json and its .bak did not parse (offset 33: expected an "
+                    "integer, found 'x'): moved to damaged/") != NULL);
+  CHECK(strstr(rep, "/ and rebuilt from the consume queues") != NULL);
+  rmq_store_close(s);
+  char pattern[300];
+  snprintf(pattern, sizeof pattern, "%s/damaged/*/topics.json*", dir);
+  glob_t g;
+  CHECK_EQ_INT(glob(pattern, 0, NULL, &g), 0);
+  CHECK_EQ_INT(g.gl_pathc, 2);
+  globfree(&g);
+  char *text = read_config(dir, "topics.json");
+  topic_list l = {.n = 0};
+  CHECK(text && rmq_topic_configs_parse(text, strlen(text), add_topic, &l, &err) == RMQ_OK);
+  free(text);
+  CHECK_EQ_INT(l.n, 3);
+  CHECK_EQ_INT(queues_of(&l, "A"), 3);
+  CHECK_EQ_INT(queues_of(&l, "B"), 1);
+  CHECK_EQ_INT(queues_of(&l, "SCHEDULE_TOPIC_XXXX"), 18);
+}
+
+/*
+** delayOffset.json that neither it nor its .bak parses: the writable open
+** fails naming rocketmq_repair (delivering every delayed message again is
+** no way out); the repair keeps the levels that still read.
+*/
+static void test_delay_offsets_repaired(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  rmq_store *s = tu_open(dir, &cfg);
+  if (!s) return;
+  rmq_store_close(s);
+  write_config(dir, "delayOffset.json", "{\"offsetTable\":{1:5,2:7,3:x}}");
+  write_config(dir, "delayOffset.json.bak", "{\"offsetTable\":{");
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s, &err), RMQ_ECORRUPT);
+  char want[600];
+  snprintf(want, sizeof want,
+           "%s/config/delayOffset.json: offset 26: expected an integer, found 'x'; and "
+           "%s/config/delayOffset.json.bak: offset 16: expected a key, found the end of the "
+           "text; run SELECT rocketmq_repair('%s') to move it aside into %s/damaged/ keeping the "
+           "entries that still read",
+           dir, dir, dir, dir);
+  CHECK_EQ_STR(err.msg, want);
+  int64_t moved = 0;
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_store_repair(dir, &moved, &err), RMQ_OK);
+  CHECK_EQ_INT(moved, 29 + 16);
+  char *text = read_config(dir, "delayOffset.json");
+  int64_t off[RMQ_MAX_DELAY_LEVELS] = {0};
+  CHECK(text && rmq_delay_offsets_parse(text, strlen(text), off, 18, &err) == RMQ_OK);
+  CHECK(off[0] == 5 && off[1] == 7 && off[2] == 0);
+  CHECK(text && strstr(text, "3:") == NULL);
+  free(text);
+  s = tu_open(dir, &cfg);
+  CHECK(s && strcmp(rmq_store_delay_offset_report(s), "") == 0);
+  rmq_store_close(s);
+}
+
 int main(void) {
   void (*tests[])(const char *) = {test_lock_and_abort,        test_lock_in_process,
                                    test_damaged_tail,          test_damage_before_checkpoint,
@@ -506,7 +623,8 @@ int main(void) {
                                    test_open_failure,          test_dir_sync_failure,
                                    test_disk_reservation,      test_dispatch_disk_full,
                                    test_put_encoded,           test_put_encoded_failures,
-                                   test_put_encoded_prefilled, test_put_encoded_failures_prefilled};
+                                   test_put_encoded_prefilled, test_put_encoded_failures_prefilled,
+                                   test_topics_rebuilt,        test_delay_offsets_repaired};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);

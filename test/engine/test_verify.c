@@ -215,6 +215,43 @@ static void test_names(const char *dir) {
   CHECK_EQ_STR(f.kind[4], "file_size");
 }
 
+static void write_config(const char *dir, const char *name, const char *text) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config", dir);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/config/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fputs(text, f) >= 0);
+  if (f) fclose(f);
+}
+
+/*
+** Config files that a load would read no further than their .bak, or not
+** at all: one row each, kind config, at the byte where the text breaks,
+** after the rows of the store's other files. A damaged .bak beside a sound
+** file is no defect (no load reads it); nothing is written.
+*/
+static void test_config_files(const char *dir) {
+  write_config(dir, "consumerOffset.json", "{\"offsetTable\":{\"T@g\":{0:1");
+  write_config(dir, "delayOffset.json", "{\"offsetTable\":{1:2}}");
+  write_config(dir, "delayOffset.json.bak", "{\"offsetTable\":{1:");
+  write_config(dir, "topics.json.bak", "{\"topicConfigTable\":{\"A B\":{}}}");
+  char topics[4200];
+  snprintf(topics, sizeof topics, "%s/config/topics.json", dir);
+  CHECK(unlink(topics) == 0); /* a load then reads the .bak */
+  uint64_t before = tree_fingerprint(dir);
+  found f;
+  verify(dir, &f);
+  CHECK_EQ_INT(f.n, 2);
+  CHECK_EQ_STR(f.kind[0], "config");
+  CHECK_EQ_STR(f.file[0], "config/consumerOffset.json");
+  CHECK_EQ_INT(f.offset[0], 26);
+  CHECK_EQ_STR(f.kind[1], "config");
+  CHECK_EQ_STR(f.file[1], "config/topics.json.bak");
+  CHECK_EQ_INT(f.offset[1], 21);
+  CHECK(tree_fingerprint(dir) == before);
+}
+
 static int stop_at_first(void *ctx, const rmq_defect *d) {
   (void)d;
   ++*(int *)ctx;
@@ -244,6 +281,10 @@ int main(void) {
   write_store(dir, r);
   test_names(dir);
   test_stop(dir);
+  tu_rmrf(dir);
+  tu_tmpdir(dir, sizeof dir);
+  write_store(dir, r);
+  test_config_files(dir);
   tu_rmrf(dir);
   tu_tmpdir(live, sizeof live);
   test_live(live);

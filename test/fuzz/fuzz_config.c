@@ -6,9 +6,12 @@
 ** The input is given to all three parsers. A text that fails must fail with
 ** RMQ_ECORRUPT and a message that names the offset, without calling fn; a
 ** text that parses must write back (rmq_*_format) to a text that parses to
-** the same entries, and that text must write back to itself.
+** the same entries, and that text must write back to itself. The salvaging
+** reads say where a failing text breaks, as the parsers' messages do, and
+** what they keep of it writes back to a text that parses.
 */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +119,45 @@ static void fuzz_delay_offsets(const char *text, size_t len) {
   free(out);
 }
 
+/* The damage a salvage found agrees with the parse: none, or at the offset the message names. */
+static void check_damage(int parse_rc, const rmq_config_damage *d, size_t len) {
+  char head[32];
+  snprintf(head, sizeof head, "offset %lld: ", (long long)d->at);
+  if (parse_rc == RMQ_OK
+          ? d->at != -1
+          : d->at < 0 || (size_t)d->at > len || strncmp(d->why, head, strlen(head)) != 0) {
+    abort();
+  }
+}
+
+static void fuzz_salvage(const char *text, size_t len) {
+  offsets c = {.e = malloc(sizeof *c.e * MAX_ENTRIES)};
+  rmq_config_damage d;
+  rmq_err err = {0}, ignored = {0};
+  int parse_rc = rmq_consumer_offsets_parse(text, len, NULL, NULL, &ignored);
+  int rc = rmq_consumer_offsets_salvage(text, len, add_offset, &c, &d, &err);
+  if (rc != RMQ_OK && !(rc == RMQ_EFULL && c.full)) abort();
+  if (rc == RMQ_OK) {
+    check_damage(parse_rc, &d, len);
+    char *out = rmq_consumer_offsets_format(c.e, c.n);
+    if (out == NULL || rmq_consumer_offsets_parse(out, strlen(out), NULL, NULL, &err) != RMQ_OK) {
+      abort();
+    }
+    free(out);
+  }
+  free(c.e);
+  int64_t off[RMQ_MAX_DELAY_LEVELS] = {0};
+  bool seen[RMQ_MAX_DELAY_LEVELS] = {false};
+  rmq_err_clear(&ignored);
+  parse_rc = rmq_delay_offsets_parse(text, len, off, RMQ_MAX_DELAY_LEVELS, &ignored);
+  if (rmq_delay_offsets_salvage(text, len, off, seen, &d, &err) != RMQ_OK) abort();
+  check_damage(parse_rc, &d, len);
+  rmq_err_clear(&ignored);
+  parse_rc = rmq_topic_configs_parse(text, len, NULL, NULL, &ignored);
+  if (rmq_topic_configs_salvage(text, len, NULL, NULL, &d, &err) != RMQ_OK) abort();
+  check_damage(parse_rc, &d, len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* A copy of exactly size bytes, so that a read past the end is caught. */
   char *text = malloc(size ? size : 1);
@@ -123,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_consumer_offsets(text, size);
   fuzz_topics(text, size);
   fuzz_delay_offsets(text, size);
+  fuzz_salvage(text, size);
   free(text);
   return 0;
 }
