@@ -130,6 +130,7 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
   /* Slots are written at random: fault them all in now, not one by one in dispatch. */
   madvise(f->mf->mapped, (size_t)item_offset(f, 0), MADV_POPULATE_WRITE);
   atomic_init(&f->index_count, 1);
+  atomic_init(&f->checked, 1); /* written by this process only */
   /* IF 51-59: only these fields reach the mapping now; indexCount stays 0 on disk. */
   uint8_t *h = f->mf->mapped;
   if (prev_end_phy_offset > 0) {
@@ -282,6 +283,8 @@ static bool check_used_slots(const uint8_t *p, int32_t slot_num, int32_t count, 
   return true;
 }
 
+static bool check_ends(const uint8_t *p, int32_t slot_num, int32_t count, rmq_index_defect *d);
+
 bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
                           const rmq_index_check *c, rmq_index_defect *d) {
   d->items_at = check_item_at(slot_num, 0);
@@ -295,12 +298,29 @@ bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
     return defect(d, 36, "indexCount is %d but item %d after the last is written", (int)count,
                   (int)next);
   }
+  if (c->header_only) return check_ends(p, slot_num, count, d);
   int32_t *last = calloc((size_t)slot_num, sizeof *last);
   if (!last) return defect(d, -1, "out of memory checking %d slots", (int)slot_num);
   bool ok = check_items(p, slot_num, count, last, d) &&
             check_used_slots(p, slot_num, count, last, c, d);
   free(last);
   return ok;
+}
+
+/* The first and last items against the header's offsets: what a header-only check reads. */
+static bool check_ends(const uint8_t *p, int32_t slot_num, int32_t count, rmq_index_defect *d) {
+  if (count <= 1) return true;
+  int64_t first = rmq_get64(p + check_item_at(slot_num, 1) + 4);
+  int64_t last = rmq_get64(p + check_item_at(slot_num, count - 1) + 4);
+  if (first != rmq_get64(p + 16)) {
+    return defect(d, 16, "beginPhyOffset is %lld but item 1 leads to %lld",
+                  (long long)rmq_get64(p + 16), (long long)first);
+  }
+  if (last != rmq_get64(p + 24)) {
+    return defect(d, 24, "endPhyOffset is %lld but the last item %d leads to %lld",
+                  (long long)rmq_get64(p + 24), (int)count - 1, (long long)last);
+  }
+  return true;
 }
 
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
@@ -317,6 +337,7 @@ int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, b
                        (long long)d.at, d.why);
   }
   int32_t count = rmq_get32(h + 36);
+  atomic_init(&f->checked, check->header_only ? 0 : 1);
   atomic_init(&f->begin_timestamp, rmq_get64(h));
   atomic_init(&f->end_timestamp, rmq_get64(h + 8));
   atomic_init(&f->begin_phy_offset, rmq_get64(h + 16));
@@ -325,6 +346,22 @@ int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, b
   atomic_init(&f->index_count, count <= 0 ? 1 : count); /* IH load */
   *out = f;
   return RMQ_OK;
+}
+
+int rmq_index_file_ensure_checked(rmq_index_file *f, rmq_err *err) {
+  int verdict = atomic_load(&f->checked);
+  if (verdict == 0) {
+    /* A file no writer adds to: checking it twice at once is only wasted work. */
+    rmq_index_check c = {.settled = true};
+    verdict = rmq_index_file_check(f->mf->mapped, f->slot_num, f->index_num, &c, &f->damage) ? 1
+                                                                                             : -1;
+    atomic_store(&f->checked, verdict);
+  }
+  if (verdict > 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_ECORRUPT,
+                     "index file %s is damaged at offset %lld: %s; close the store and run SELECT "
+                     "rocketmq_repair on it to rebuild the index from the log",
+                     f->mf->path, (long long)f->damage.at, f->damage.why);
 }
 
 void rmq_index_file_close(rmq_index_file *f, bool unlink_file) {
@@ -647,9 +684,14 @@ static int check_geometry(rmq_index_service *s, const char *path, rmq_err *err) 
                      (long long)size);
 }
 
-/* IS 57-88. settled: no writer is adding to the file (see rmq_index_check). */
-static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, bool settled,
-                    rmq_err *err) {
+/*
+** IS 57-88. newest: the file a writer goes on with and a crash leaves
+** unfinished, checked whole now; the others' headers only, and whole at
+** their first look-up (rmq_index_file_ensure_checked). settled: no writer
+** is adding to the file (see rmq_index_check).
+*/
+static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, bool newest,
+                    bool settled, rmq_err *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/%s", s->dir, name);
   int32_t slots = s->slot_num, entries = s->index_num;
@@ -667,7 +709,7 @@ static int load_one(rmq_index_service *s, const char *name, bool last_exit_ok, b
   int rc = s->writable ? check_geometry(s, path, err) : RMQ_OK;
   if (rc != RMQ_OK) return rc;
   rmq_index_file *f;
-  rmq_index_check check = {.settled = settled};
+  rmq_index_check check = {.settled = settled, .header_only = !newest};
   rmq_err why = {0};
   rc = rmq_index_file_load(path, slots, entries, s->writable, &check, &f, &why);
   if (rc == RMQ_ECORRUPT) take_damaged(s, name, &why);
@@ -693,7 +735,7 @@ int rmq_index_service_load(rmq_index_service *s, bool last_exit_ok, rmq_err *err
   pthread_rwlock_wrlock(&s->lock);
   for (int i = 0; rc == RMQ_OK && i < n && !s->damaged_from[0]; i++) {
     /* After a crash the newest file may hold items its header does not count yet. */
-    rc = load_one(s, names[i], last_exit_ok, last_exit_ok || i < n - 1, err);
+    rc = load_one(s, names[i], last_exit_ok, i == n - 1, last_exit_ok || i < n - 1, err);
   }
   pthread_rwlock_unlock(&s->lock);
   for (int i = 0; i < n; i++) free(names[i]);
@@ -935,6 +977,7 @@ int rmq_index_service_query_matching(rmq_index_service *s, const char *topic, si
   for (int i = s->count - 1; i >= 0 && *count < max_num; i--) {
     rmq_index_file *f = s->files[i];
     if (rmq_index_file_time_matched(f, begin, end)) {
+      if ((rc = rmq_index_file_ensure_checked(f, err)) != RMQ_OK) break;
       int32_t damaged = 0;
       index_file_select(f, hash, max_num, begin, end, match, offsets, count, &damaged);
       if (damaged) {

@@ -47,6 +47,13 @@
 #define RMQ_INDEX_DEFAULT_SLOTS 5000000
 #define RMQ_INDEX_DEFAULT_ENTRIES 20000000
 
+/* Where a file's structure breaks: the byte offset in the file and why. */
+typedef struct rmq_index_defect {
+  int64_t at;
+  int64_t items_at; /* where the items start: the header and slots are before */
+  char why[200];
+} rmq_index_defect;
+
 typedef struct rmq_index_file {
   rmq_mapped_file *mf; /* the whole file, mapped from offset 0 */
   int32_t slot_num;
@@ -57,6 +64,8 @@ typedef struct rmq_index_file {
   _Atomic int64_t end_phy_offset;
   atomic_int hash_slot_count;
   atomic_int index_count;
+  atomic_int checked;      /* 1 sound, -1 damaged, 0 only its header checked so far */
+  rmq_index_defect damage; /* once checked is -1 */
 } rmq_index_file;
 
 /* 40 + slot_num*4 + index_num*20, or -1 when a count is out of range or it exceeds INT32_MAX. */
@@ -74,16 +83,10 @@ int rmq_index_file_create(const char *path, int32_t slot_num, int32_t index_num,
                           rmq_index_file **out, rmq_err *err);
 /* How much of a file rmq_index_file_check may hold to. */
 typedef struct rmq_index_check {
-  bool settled;    /* no writer is adding items: its header and slots are final */
-  bool every_slot; /* read every slot, not only those the items use (verify) */
+  bool settled;     /* no writer is adding items: its header and slots are final */
+  bool every_slot;  /* read every slot, not only those the items use (verify) */
+  bool header_only; /* the header and the items it names first and last, nothing more */
 } rmq_index_check;
-
-/* Where a file's structure breaks: the byte offset in the file and why. */
-typedef struct rmq_index_defect {
-  int64_t at;
-  int64_t items_at; /* where the items start: the header and slots are before */
-  char why[200];
-} rmq_index_defect;
 
 /*
 ** The structure of an index file's bytes p (slot_num and index_num its
@@ -108,6 +111,12 @@ bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
 */
 int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, bool writable,
                         const rmq_index_check *check, rmq_index_file **out, rmq_err *err);
+/*
+** Check a file whose load read only its header (rmq_index_check.header_only)
+** whole, once: RMQ_OK when it is sound, else RMQ_ECORRUPT naming it and
+** where it breaks. A key look-up calls this before it reads a file.
+*/
+int rmq_index_file_ensure_checked(rmq_index_file *f, rmq_err *err);
 /* Unmap (after the last reader) and free; unlink the file too if asked. */
 void rmq_index_file_close(rmq_index_file *f, bool unlink_file);
 
@@ -194,9 +203,10 @@ void rmq_index_service_destroy(rmq_index_service *s);
 ** one whose geometry none of these gives, with the reason in `skipped`
 ** (the first such file's), so that what does not need the index still
 ** reads. Its slot_num/index_num then describe the newest file loaded.
-** Each file is checked as rmq_index_file_load does: a read-only service
-** skips a damaged one (key look-ups fail naming it), a writable one stops at
-** it (rmq_index_service_rebuild_from). A file of another size than the
+** Each file is checked as rmq_index_file_load does, the newest whole and
+** the others by their headers (whole at their first look-up): a read-only
+** service skips a damaged one (key look-ups fail naming it), a writable one
+** stops at it (rmq_index_service_rebuild_from). A file of another size than the
 ** configured geometry fails a writable load (a setting, not damage).
 ** After an abnormal exit (!last_exit_ok) a writable service deletes every
 ** file whose endTimestamp > checkpoint indexMsgTimestamp (0 without a
