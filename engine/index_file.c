@@ -348,14 +348,21 @@ int rmq_index_file_load(const char *path, int32_t slot_num, int32_t index_num, b
   return RMQ_OK;
 }
 
+/* Serializes the first checks of files (rare): one reader checks, the others wait for it. */
+static pthread_mutex_t check_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int rmq_index_file_ensure_checked(rmq_index_file *f, rmq_err *err) {
   int verdict = atomic_load(&f->checked);
   if (verdict == 0) {
-    /* A file no writer adds to: checking it twice at once is only wasted work. */
-    rmq_index_check c = {.settled = true};
-    verdict = rmq_index_file_check(f->mf->mapped, f->slot_num, f->index_num, &c, &f->damage) ? 1
-                                                                                             : -1;
-    atomic_store(&f->checked, verdict);
+    pthread_mutex_lock(&check_mu);
+    verdict = atomic_load(&f->checked);
+    if (verdict == 0) {
+      rmq_index_check c = {.settled = true};
+      bool ok = rmq_index_file_check(f->mf->mapped, f->slot_num, f->index_num, &c, &f->damage);
+      verdict = ok ? 1 : -1;
+      atomic_store(&f->checked, verdict); /* publishes f->damage */
+    }
+    pthread_mutex_unlock(&check_mu);
   }
   if (verdict > 0) return RMQ_OK;
   return rmq_err_set(err, RMQ_ECORRUPT,
