@@ -849,8 +849,68 @@ static void test_readonly_geometry(void) {
   tu_rmrf(dir);
 }
 
+/* rmq_index_file_check on a file built in memory: each rule, then each header-only rule. */
+static void test_structure_check(void) {
+  enum { SLOTS = 8, ENTRIES = 16 };
+  char dir[128], path[512];
+  sub_dir(dir, sizeof dir, "structure");
+  snprintf(path, sizeof path, "%s/index", dir);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/index/20240101000000000", dir);
+  rmq_index_file *f;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_index_file_create(path, SLOTS, ENTRIES, 0, 0, &f, &err), RMQ_OK);
+  for (int i = 1; i <= 6; i++) CHECK(rmq_index_file_put_key(f, i % 3, 100 * i, T0 + 1000 * i));
+  uint8_t *p = f->mf->mapped;
+  uint8_t *slots = p + 40, *items = p + 40 + SLOTS * 4;
+  rmq_index_check full = {.settled = true}, every = {.settled = true, .every_slot = true};
+  rmq_index_check quick = {.settled = true, .header_only = true};
+  rmq_index_defect d;
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &every, &d));
+  /* A slot no item uses, not empty: only a check of every slot reads it. */
+  rmq_put32(slots + 7 * 4, 3);
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &every, &d));
+  CHECK(strstr(d.why, "slot 7 holds item 3 where its newest item is 0") && d.at == 40 + 7 * 4);
+  rmq_put32(slots + 7 * 4, 0);
+  /* hashSlotCount off by one. */
+  rmq_put32(p + 32, 2);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(strstr(d.why, "hashSlotCount is 2 but 3 slots hold items") != NULL);
+  rmq_put32(p + 32, 3);
+  /* Items out of commit-log order; a negative hash. */
+  rmq_put64(items + 3 * 20 + 4, 150);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(strstr(d.why, "item 3 leads to commit-log offset 150, below item 2's 200") != NULL);
+  rmq_put64(items + 3 * 20 + 4, 300);
+  rmq_put32(items + 2 * 20, -5);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(strstr(d.why, "item 2 has hash -5") != NULL);
+  rmq_put32(items + 2 * 20, 2);
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &every, &d));
+  /* The header-only check: the ends of the items against the header's offsets. */
+  rmq_put64(p + 24, 601);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &quick, &d));
+  CHECK(strstr(d.why, "endPhyOffset is 601 but the last item 6 leads to 600") && d.at == 24);
+  rmq_put64(p + 24, 600);
+  rmq_put64(items + 1 * 20 + 4, 99);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &quick, &d));
+  CHECK(strstr(d.why, "beginPhyOffset is 100 but item 1 leads to 99") != NULL);
+  rmq_put64(items + 1 * 20 + 4, 100);
+  /* A zeroed slot table passes the header-only check; a look-up checks the file whole first. */
+  memset(slots, 0, SLOTS * 4);
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &quick, &d));
+  atomic_store(&f->checked, 0);
+  CHECK_EQ_INT(rmq_index_file_ensure_checked(f, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "20240101000000000 is damaged at offset") &&
+        strstr(err.msg, "rocketmq_repair"));
+  rmq_index_file_close(f, false);
+  tu_rmrf(dir);
+}
+
 int main(void) {
   tu_tmpdir(root, sizeof root);
+  test_structure_check();
   test_vector();
   test_many_keys();
   test_prev_file_end();
