@@ -13,8 +13,10 @@
 #                         (TORTURE_ENGINE_ROUNDS), during delayed delivery
 #                         (TORTURE_SCHEDULE_KILLS), of a process committing
 #                         consumer offsets (TORTURE_CONSUMER_KILLS), of an HA
-#                         sync master and its slave (TORTURE_HA_KILLS); `make check`
-#                         runs a few of each
+#                         sync master and its slave (TORTURE_HA_KILLS), and
+#                         random byte flips judged by rocketmq_verify
+#                         (TORTURE_SWEEP_FLIPS, at most TORTURE_SWEEP_SECONDS);
+#                         `make check` runs a few of each
 #   make bench            build and run test/bench/*: the goals' table first
 #   make bench QUICK=1    only that table, with fewer messages (under a minute)
 #   make demo             the README's first command
@@ -127,6 +129,8 @@ TORTURE_ENGINE_ROUNDS ?= 200
 TORTURE_SCHEDULE_KILLS ?= 20
 TORTURE_CONSUMER_KILLS ?= 50
 TORTURE_HA_KILLS ?= 50
+TORTURE_SWEEP_FLIPS ?= 3000
+TORTURE_SWEEP_SECONDS ?= 600
 torture: all $(TESTS)
 	RMQ_TORTURE_KILLS=$(TORTURE_TXN_KILLS) test/run.sh $(BUILD) '^test_txn_crash$$'
 	RMQ_TORTURE_KILLS=$(TORTURE_SYNC_KILLS) test/run.sh $(BUILD) '^test_sync_torture$$'
@@ -134,6 +138,8 @@ torture: all $(TESTS)
 	RMQ_SCHEDULE_CRASH_CYCLES=$(TORTURE_SCHEDULE_KILLS) test/run.sh $(BUILD) '^schedule_crash\.test$$'
 	RMQ_CONSUMER_CRASH_CYCLES=$(TORTURE_CONSUMER_KILLS) test/run.sh $(BUILD) '^consumer_crash\.test$$'
 	RMQ_HA_KILLS=$(TORTURE_HA_KILLS) test/run.sh $(BUILD) '^test_ha_process$$'
+	RMQ_SWEEP_FLIPS=$(TORTURE_SWEEP_FLIPS) RMQ_SWEEP_SECONDS=$(TORTURE_SWEEP_SECONDS) \
+	  test/run.sh $(BUILD) '^corrupt_sweep\.py$$'
 
 test:
 	test/deps.sh
