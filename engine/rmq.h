@@ -969,6 +969,7 @@ int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err);
 **   magic         bytes that are no record (unknown magic code, zeros
 **                 where a record or an end-of-file BLANK should be)
 **   blank         a BLANK that does not fill the rest of its segment
+**   phy_offset    a message whose PHYSICALOFFSET is not where it is
 **   cq_offset     a consume-queue entry that leads to no sound record
 **                 (beyond the log, or not at a record's start)
 **   cq_size, cq_tags   an entry whose size or tagsCode differs from its record's

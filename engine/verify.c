@@ -927,6 +927,13 @@ static void walk_commitlog(store_check *c) {
       if (rec.reason[0]) report_record(c, &rec);
       continue;
     }
+    if (rec.m.physical_offset != rec.offset) {
+      char file[32];
+      record_file(&rec, file);
+      report(&c->v, file, rec.offset - rec.segment, RMQ_DEFECT_PHY_OFFSET,
+             "the record at offset %lld says PHYSICALOFFSET %lld", (long long)rec.offset,
+             (long long)rec.m.physical_offset);
+    }
     record_props p;
     find_props(&rec.m, &p);
     c->log_end = rec.offset + rec.size;
