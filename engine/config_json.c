@@ -369,9 +369,18 @@ static int cj_key_int(cj *r, const char *key, size_t key_pos, int64_t min, int64
                     what, min, max, key);
 }
 
+/*
+** A text that parses but lacks its table (a renamed member, say) holds
+** nothing a broker would read: damage, not an empty table.
+*/
+static int no_table(rmq_err *err, const char *member) {
+  return rmq_err_set(err, RMQ_ECORRUPT, "offset 0: expected a \"%s\" member, found none", member);
+}
+
 /* ------------------------------------------------------ delayOffset.json */
 
 typedef struct delay_ctx {
+  bool table; /* the offsetTable member was there */
   int64_t offsets[RMQ_MAX_DELAY_LEVELS];
   bool seen[RMQ_MAX_DELAY_LEVELS];
   size_t before; /* levels whose offset ends at or past this byte are not taken (salvage) */
@@ -390,7 +399,9 @@ static int delay_level(cj *r, const char *key, size_t key_pos, void *ctx) {
 
 static int delay_top(cj *r, const char *key, size_t key_pos, void *ctx) {
   (void)key_pos;
-  return strcmp(key, "offsetTable") == 0 ? cj_object(r, delay_level, ctx) : cj_skip(r);
+  if (strcmp(key, "offsetTable") != 0) return cj_skip(r);
+  ((delay_ctx *)ctx)->table = true;
+  return cj_object(r, delay_level, ctx);
 }
 
 int rmq_delay_offsets_parse(const char *text, size_t len, int64_t *offsets, int max_levels,
@@ -401,6 +412,7 @@ int rmq_delay_offsets_parse(const char *text, size_t len, int64_t *offsets, int 
   }
   delay_ctx d = {.before = SIZE_MAX};
   int rc = cj_document(text, len, delay_top, &d, err);
+  if (rc == RMQ_OK && !d.table) rc = no_table(err, "offsetTable");
   if (rc != RMQ_OK) return rc;
   for (int i = 0; i < max_levels; i++) {
     if (d.seen[i]) offsets[i] = d.offsets[i];
@@ -411,6 +423,7 @@ int rmq_delay_offsets_parse(const char *text, size_t len, int64_t *offsets, int 
 /* ------------------------------------------------------- consumerOffset */
 
 typedef struct offsets_ctx {
+  bool table; /* the offsetTable member was there */
   int (*fn)(void *ctx, const rmq_consumer_offset *o);
   void *ctx;
   size_t before; /* entries whose offset ends at or past this byte are not taken (salvage) */
@@ -445,7 +458,9 @@ static int offsets_group(cj *r, const char *key, size_t key_pos, void *ctx) {
 
 static int offsets_top(cj *r, const char *key, size_t key_pos, void *ctx) {
   (void)key_pos;
-  return strcmp(key, "offsetTable") == 0 ? cj_object(r, offsets_group, ctx) : cj_skip(r);
+  if (strcmp(key, "offsetTable") != 0) return cj_skip(r);
+  ((offsets_ctx *)ctx)->table = true;
+  return cj_object(r, offsets_group, ctx);
 }
 
 int rmq_consumer_offsets_parse(const char *text, size_t len,
@@ -453,6 +468,7 @@ int rmq_consumer_offsets_parse(const char *text, size_t len,
                                rmq_err *err) {
   offsets_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
   int rc = cj_document(text, len, offsets_top, &c, err);
+  if (rc == RMQ_OK && !c.table) rc = no_table(err, "offsetTable");
   if (rc != RMQ_OK || fn == NULL) return rc;
   c.fn = fn;
   return cj_document(text, len, offsets_top, &c, err);
@@ -461,6 +477,7 @@ int rmq_consumer_offsets_parse(const char *text, size_t len,
 /* ------------------------------------------------------------ topics.json */
 
 typedef struct topics_ctx {
+  bool table; /* the topicConfigTable member was there */
   int (*fn)(void *ctx, const rmq_topic_config *t);
   void *ctx;
   size_t before; /* topics whose object closes past this byte are not taken (salvage) */
@@ -518,7 +535,9 @@ static int topics_topic(cj *r, const char *key, size_t key_pos, void *ctx) {
 
 static int topics_top(cj *r, const char *key, size_t key_pos, void *ctx) {
   (void)key_pos;
-  return strcmp(key, "topicConfigTable") == 0 ? cj_object(r, topics_topic, ctx) : cj_skip(r);
+  if (strcmp(key, "topicConfigTable") != 0) return cj_skip(r);
+  ((topics_ctx *)ctx)->table = true;
+  return cj_object(r, topics_topic, ctx);
 }
 
 int rmq_topic_configs_parse(const char *text, size_t len,
@@ -526,6 +545,7 @@ int rmq_topic_configs_parse(const char *text, size_t len,
                             rmq_err *err) {
   topics_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
   int rc = cj_document(text, len, topics_top, &c, err);
+  if (rc == RMQ_OK && !c.table) rc = no_table(err, "topicConfigTable");
   if (rc != RMQ_OK || fn == NULL) return rc;
   c.fn = fn;
   return cj_document(text, len, topics_top, &c, err);
@@ -534,11 +554,12 @@ int rmq_topic_configs_parse(const char *text, size_t len,
 /* ---------------------------------------------------------------- salvage */
 
 /* Walk the text to find where it breaks: d->at -1 for a sound text. Other failures as they are. */
-static int find_damage(const char *text, size_t len, cj_member_fn top, void *ctx,
-                       rmq_config_damage *d, rmq_err *err) {
+static int find_damage(const char *text, size_t len, cj_member_fn top, void *ctx, const bool *table,
+                       const char *member, rmq_config_damage *d, rmq_err *err) {
   rmq_err why = {0};
   size_t at = 0;
   int rc = cj_walk(text, len, top, ctx, &why, &at);
+  if (rc == RMQ_OK && !*table) rc = no_table(&why, member);
   d->at = -1;
   d->why[0] = '\0';
   if (rc == RMQ_ECORRUPT) {
@@ -570,7 +591,7 @@ static int take_entries(const char *text, size_t len, cj_member_fn top, void *ct
 int rmq_delay_offsets_salvage(const char *text, size_t len, int64_t *offsets, bool *seen,
                               rmq_config_damage *d, rmq_err *err) {
   delay_ctx c = {.before = SIZE_MAX};
-  int rc = find_damage(text, len, delay_top, &c, d, err);
+  int rc = find_damage(text, len, delay_top, &c, &c.table, "offsetTable", d, err);
   if (rc != RMQ_OK || offsets == NULL) return rc;
   c = (delay_ctx){.before = before_damage(d)};
   rc = take_entries(text, len, delay_top, &c, d, err);
@@ -586,7 +607,7 @@ int rmq_consumer_offsets_salvage(const char *text, size_t len,
                                  int (*fn)(void *ctx, const rmq_consumer_offset *o), void *ctx,
                                  rmq_config_damage *d, rmq_err *err) {
   offsets_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
-  int rc = find_damage(text, len, offsets_top, &c, d, err);
+  int rc = find_damage(text, len, offsets_top, &c, &c.table, "offsetTable", d, err);
   if (rc != RMQ_OK || fn == NULL) return rc;
   c.fn = fn;
   c.before = before_damage(d);
@@ -597,7 +618,7 @@ int rmq_topic_configs_salvage(const char *text, size_t len,
                               int (*fn)(void *ctx, const rmq_topic_config *t), void *ctx,
                               rmq_config_damage *d, rmq_err *err) {
   topics_ctx c = {.fn = NULL, .ctx = ctx, .before = SIZE_MAX};
-  int rc = find_damage(text, len, topics_top, &c, d, err);
+  int rc = find_damage(text, len, topics_top, &c, &c.table, "topicConfigTable", d, err);
   if (rc != RMQ_OK || fn == NULL) return rc;
   c.fn = fn;
   c.before = before_damage(d);
