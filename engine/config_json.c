@@ -198,6 +198,10 @@ static int cj_digits(cj *r, int64_t *v) {
     u = u * 10 + d;
   }
   if (r->pos == first) return r->pos = start, cj_fail(r, "an integer");
+  /* JSON writes no leading zero, nor does fastjson: "02" is damage, not 2. */
+  if (r->text[first] == '0' && r->pos > first + 1) {
+    return cj_corrupt(r, first, "expected an integer without a leading zero");
+  }
   *v = neg ? (int64_t)(0 - u) : (int64_t)u;
   return RMQ_OK;
 }
@@ -374,7 +378,7 @@ static int cj_key_int(cj *r, const char *key, size_t key_pos, int64_t min, int64
 ** nothing a broker would read: damage, not an empty table.
 */
 static int no_table(rmq_err *err, const char *member) {
-  return rmq_err_set(err, RMQ_ECORRUPT, "offset 0: expected a \"%s\" member, found none", member);
+  return rmq_err_set(err, RMQ_ECORRUPT, "offset 0: expected the \"%s\" member, found none", member);
 }
 
 /* ------------------------------------------------------ delayOffset.json */

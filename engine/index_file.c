@@ -691,6 +691,14 @@ static int check_geometry(rmq_index_service *s, const char *path, rmq_err *err) 
                      (long long)size);
 }
 
+bool rmq_index_file_readable_size(const char *path, int64_t size, int32_t slot_num,
+                                  int32_t index_num) {
+  rmq_index_service s = {.slot_num = slot_num, .index_num = index_num};
+  int32_t slots, entries;
+  rmq_err why = {0};
+  return readonly_geometry(&s, path, size, &slots, &entries, &why) == RMQ_OK;
+}
+
 /*
 ** IS 57-88. newest: the file a writer goes on with and a crash leaves
 ** unfinished, checked whole now; the others' headers only, and whole at

@@ -247,6 +247,14 @@ int rmq_index_service_set_aside(rmq_index_service *s, const char *damaged_dir, i
                                 rmq_err *err);
 
 /*
+** Does a reader find a geometry for the index file at path of size bytes
+** (the configured slot_num and index_num, RocketMQ's 4 items per slot, or
+** what its items show), as rmq_index_service_load takes it read-only?
+*/
+bool rmq_index_file_readable_size(const char *path, int64_t size, int32_t slot_num,
+                                  int32_t index_num);
+
+/*
 ** IndexService.buildIndex for one dispatched record: skip it when its offset
 ** is below the current file's endPhyOffset (already indexed) or it is a
 ** ROLLBACK; else index topic#UNIQ_KEY, then topic#token for each non-empty

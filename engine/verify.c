@@ -240,18 +240,13 @@ static int check_consume_queues(verifier *v, const char *root, int64_t size, rmq
   return rc;
 }
 
-/* An index file's size: the store's geometry, or RocketMQ's (4 items per slot) read-only. */
-static bool index_size_ok(int64_t len, rmq_store *s) {
-  if (s && !rmq_store_config(s)->readonly) {
-    const rmq_config *c = rmq_store_config(s);
-    return len == rmq_index_file_size(c->index_slots, c->index_entries);
-  }
+/* An index file's size: the store's geometry, or one a reader finds (rmq_index_file_readable_size). */
+static bool index_size_ok(const char *path, int64_t len, rmq_store *s) {
   rmq_config c;
   rmq_config_init(&c);
   if (s) c = *rmq_store_config(s);
-  int64_t body = len - RMQ_INDEX_HEADER_SIZE;
-  return len == rmq_index_file_size(c.index_slots, c.index_entries) ||
-         (body > 0 && body % (RMQ_INDEX_SLOT_SIZE + 4 * RMQ_INDEX_ITEM_SIZE) == 0);
+  if (s && !c.readonly) return len == rmq_index_file_size(c.index_slots, c.index_entries);
+  return rmq_index_file_readable_size(path, len, c.index_slots, c.index_entries);
 }
 
 static bool index_name(const char *name) {
@@ -276,7 +271,7 @@ static int check_index_files(verifier *v, const char *root, rmq_store *s, rmq_er
       report(v, rel, -1, RMQ_DEFECT_FILE_NAME,
              "not an index file: an index file is a regular file named by its creation "
              "time, yyyyMMddHHmmssSSS");
-    } else if (!index_size_ok(len, s)) {
+    } else if (!index_size_ok(path, len, s)) {
       report(v, rel, -1, RMQ_DEFECT_FILE_SIZE,
              "%lld bytes fit no index geometry: 40 + 4 * index_slots + 20 * index_entries",
              (long long)len);
@@ -475,6 +470,8 @@ static void free_queues(store_check *c) {
 
 /* Entry n of q into *e; false past the entries written (zeros are an entry here). */
 static bool entry_at(store_check *c, queue_state *q, int64_t n, rmq_cq_entry *e) {
+  /* n may be a damaged record's QUEUEOFFSET: no queue reaches past INT64_MAX bytes. */
+  if (n > INT64_MAX / RMQ_CQ_UNIT_SIZE) n = -1;
   int64_t at = n * RMQ_CQ_UNIT_SIZE;
   rmq_mapped_file *mf = q->mf;
   if (n < 0 || mf == NULL || at < mf->file_from_offset ||

@@ -90,9 +90,10 @@ static int add_row(void *ctx, const rmq_defect *d) {
     c->cap = cap;
   }
   vf_row *r = &c->rows[c->n];
-  r->file = sqlite3_mprintf("%s", d->file);
+  /* A damaged name or record may quote any bytes: those that are not UTF-8 become \xHH. */
+  rmqx_errmsg(&r->file, SQLITE_OK, "%s", d->file);
   r->kind = sqlite3_mprintf("%s", d->kind);
-  r->detail = sqlite3_mprintf("%s", d->detail);
+  rmqx_errmsg(&r->detail, SQLITE_OK, "%s", d->detail);
   r->offset = d->offset;
   c->n++;
   return r->file && r->kind && r->detail ? RMQ_OK : RMQ_ENOMEM;
