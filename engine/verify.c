@@ -471,7 +471,7 @@ static void free_queues(store_check *c) {
 /* Entry n of q into *e; false past the entries written (zeros are an entry here). */
 static bool entry_at(store_check *c, queue_state *q, int64_t n, rmq_cq_entry *e) {
   /* n may be a damaged record's QUEUEOFFSET: no queue reaches past INT64_MAX bytes. */
-  if (n > INT64_MAX / RMQ_CQ_UNIT_SIZE) n = -1;
+  if (n < 0 || n > INT64_MAX / RMQ_CQ_UNIT_SIZE) n = -1;
   int64_t at = n * RMQ_CQ_UNIT_SIZE;
   rmq_mapped_file *mf = q->mf;
   if (n < 0 || mf == NULL || at < mf->file_from_offset ||
