@@ -101,7 +101,6 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   atomic_init(&cq->max_physic_offset, -1);
   atomic_init(&cq->min_logic_offset, 0);
   atomic_init(&cq->logic_gaps, 0);
-  atomic_init(&cq->damaged_at, -1);
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
   /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
   cq->mfq.close_fds = true;
@@ -127,6 +126,7 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
 void rmq_cq_close(rmq_consume_queue *cq) {
   if (cq == NULL) return;
   rmq_mfq_destroy(&cq->mfq);
+  free(cq->damage);
   free(cq->topic);
   free(cq);
 }
@@ -454,23 +454,23 @@ static int64_t entry_phy(rmq_consume_queue *cq, int64_t n, bool end) {
   return !ok ? -1 : end ? e.phy_offset + e.size : e.phy_offset;
 }
 
-void rmq_cq_mark_damaged(rmq_consume_queue *cq, int64_t n, const char *why) {
-  snprintf(cq->damage, sizeof cq->damage,
-           "consume queue %s/%d is damaged at entry %lld (file %s): %s", cq->topic,
-           (int)cq->queue_id, (long long)n, cq->mfq.dir, why);
-  atomic_store(&cq->damaged_at, n);
+int rmq_cq_mark_damaged(rmq_consume_queue *cq, int64_t n, const char *why, rmq_err *err) {
+  char text[1024];
+  snprintf(text, sizeof text, "consume queue %s/%d is damaged at entry %lld (file %s): %s",
+           cq->topic, (int)cq->queue_id, (long long)n, cq->mfq.dir, why);
+  free(cq->damage);
+  if ((cq->damage = strdup(text)) == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   /* Readers are served the sound entries before it; what needs the rest fails (rmq_cq_damage). */
   rmq_mapped_file *mf = rmq_mfq_find(&cq->mfq, n * UNIT);
-  if (!mf) return;
+  if (!mf) return RMQ_OK;
   int64_t from = mf->file_from_offset;
   rmq_mapped_file_set_positions(mf, (int32_t)(n * UNIT - from));
   rmq_mapped_file_release(mf);
   drop_files_from(cq, from + 1);
+  return RMQ_OK;
 }
 
-const char *rmq_cq_damage(rmq_consume_queue *cq) {
-  return atomic_load(&cq->damaged_at) >= 0 ? cq->damage : NULL;
-}
+const char *rmq_cq_damage(rmq_consume_queue *cq) { return cq->damage; }
 
 int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_dir, int64_t *moved,
                           int64_t *redispatch_from, rmq_err *err) {

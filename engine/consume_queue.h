@@ -51,8 +51,7 @@ typedef struct rmq_consume_queue {
   _Atomic int64_t max_physic_offset; /* end (offset + size) of the last entry; -1: none */
   _Atomic int64_t min_logic_offset;  /* byte offset of the first valid entry */
   _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
-  _Atomic int64_t damaged_at;        /* a reader's: the first damaged entry; -1: none */
-  char damage[512];                  /* what rmq_cq_damage says, once damaged_at >= 0 */
+  char *damage; /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
 } rmq_consume_queue;
 
 /*
@@ -114,8 +113,9 @@ int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap);
 ** A reader's damaged queue: its end moves to entry n (the sound entries
 ** stay readable) and rmq_cq_damage then says why, naming the queue's
 ** directory, for the reads that needed the rest. Nothing changes on disk.
+** RMQ_ENOMEM.
 */
-void rmq_cq_mark_damaged(rmq_consume_queue *cq, int64_t n, const char *why);
+int rmq_cq_mark_damaged(rmq_consume_queue *cq, int64_t n, const char *why, rmq_err *err);
 /*
 ** A writer's damaged queue: move the segment holding entry n and every
 ** later one into damaged_dir/consumequeue/<topic>/<queueId>/ (their sizes

@@ -49,14 +49,7 @@ int rmq_rebuild_index(rmq_rebuild *r, rmq_err *err) {
 }
 
 void rmq_rebuild_index_end(rmq_rebuild *r, int64_t end) {
-  int count = rmq_index_service_count(r->index);
-  rmq_index_header h;
-  char name[18];
-  if (!r->writable || count == 0 || !rmq_index_service_file_info(r->index, count - 1, &h, name) ||
-      h.end_phy_offset < end) {
-    return;
-  }
-  int64_t from = rmq_index_service_cut(r->index, end);
+  int64_t from = r->writable ? rmq_index_service_cut(r->index, end) : INT64_MAX;
   if (from == INT64_MAX) return;
   char what[200];
   snprintf(what, sizeof what,
@@ -91,7 +84,8 @@ static int queue_damaged(rmq_rebuild *r, rmq_consume_queue *cq, int64_t n, const
                          rmq_err *err) {
   char what[400];
   if (!r->writable) {
-    rmq_cq_mark_damaged(cq, n, why);
+    int rc = rmq_cq_mark_damaged(cq, n, why, err);
+    if (rc != RMQ_OK) return rc;
     snprintf(what, sizeof what, "consume queue %s/%d damaged at entry %lld: %s", cq->topic,
              (int)cq->queue_id, (long long)n, why);
     note(r, what);

@@ -747,7 +747,7 @@ static void test_check_damage(void) {
   CHECK(rmq_cq_damage(cq) == NULL);
   int64_t bad = rmq_cq_check(cq, 1 << 20, why, sizeof why);
   CHECK_EQ_INT(bad, 8);
-  rmq_cq_mark_damaged(cq, bad, why);
+  CHECK_EQ_INT(rmq_cq_mark_damaged(cq, bad, why, &err), RMQ_OK);
   CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
   check_entries(cq, 0, 8);
   CHECK(rmq_cq_damage(cq) &&
