@@ -28,9 +28,11 @@ static void redispatch(rmq_rebuild *r, int64_t from) {
   if (from < r->from) r->from = from;
 }
 
+/* Before the first file is set aside: the directory for it, and an unclean exit until done. */
 static int damaged_dir(rmq_rebuild *r, rmq_err *err) {
   if (r->damaged_dir[0]) return RMQ_OK;
-  return rmq_damaged_dir(r->dir, r->damaged_dir, sizeof r->damaged_dir, err);
+  int rc = r->unclean ? r->unclean(r->unclean_ctx, err) : RMQ_OK;
+  return rc == RMQ_OK ? rmq_damaged_dir(r->dir, r->damaged_dir, sizeof r->damaged_dir, err) : rc;
 }
 
 int rmq_rebuild_index(rmq_rebuild *r, rmq_err *err) {

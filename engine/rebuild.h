@@ -24,6 +24,10 @@ typedef struct rmq_rebuild {
   rmq_cq_table *cqs;
   rmq_index_service *index;
   bool writable;
+  /* Called once before the first file is set aside, so that a crash from there on leaves a
+     store whose next open dispatches everything again (the store makes the exit unclean). */
+  int (*unclean)(void *ctx, rmq_err *err);
+  void *unclean_ctx;
   int64_t from;  /* out: dispatch again from this commit-log offset; INT64_MAX: no need */
   int64_t moved; /* out: bytes set aside */
   char damaged_dir[PATH_MAX]; /* made at the first file set aside */

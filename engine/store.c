@@ -439,6 +439,19 @@ static int open_commitlog(rmq_store *s, rmq_err *err) {
   return rc;
 }
 
+/*
+** A writable open is about to set damaged derived files aside: should it die
+** before it dispatched the log again over them, the next open must recover
+** abnormally from the log's start (the checkpoint's logicsMsgTimestamp 0),
+** or the queues would stay short of what was moved.
+*/
+static int rebuild_unclean(void *ctx, rmq_err *err) {
+  rmq_store *s = ctx;
+  atomic_store(&s->checkpoint.logics_msg_timestamp, 0);
+  int rc = rmq_checkpoint_flush(&s->checkpoint, err);
+  return rc == RMQ_OK ? create_abort(s, err) : rc;
+}
+
 static int open_queues(rmq_store *s, rmq_err *err) {
   bool writable = !s->cfg.readonly;
   int rc = rmq_cq_table_new(s->dir, s->cfg.consumequeue_entries, writable, &s->cqs, err);
@@ -451,6 +464,8 @@ static int open_queues(rmq_store *s, rmq_err *err) {
   s->index.retired = &s->retired;
   if (rc == RMQ_OK) rc = rmq_index_service_load(&s->index, s->last_exit_ok, err);
   rmq_rebuild_init(&s->rebuild, s->dir, &s->commitlog, s->cqs, &s->index, writable);
+  s->rebuild.unclean = rebuild_unclean;
+  s->rebuild.unclean_ctx = s;
   if (rc == RMQ_OK) rc = rmq_rebuild_index(&s->rebuild, err);
   if (rc == RMQ_OK) s->reput = rmq_reput_new(&s->commitlog, s->cqs, &s->index, &s->checkpoint, err);
   return rc == RMQ_OK && !s->reput ? err->code : rc;
