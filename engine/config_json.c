@@ -327,21 +327,87 @@ static int cj_key(cj *r, char *key, size_t cap) {
   return RMQ_OK;
 }
 
+/*
+** The keys of one object so far, by hash and where each starts: fastjson
+** writes a map, so a key twice is damage (a flipped byte that made one key
+** into another), not a value to let the last one win.
+*/
+typedef struct cj_keys {
+  struct cj_key_slot {
+    uint64_t hash;
+    size_t pos; /* SIZE_MAX: empty */
+  } *slots;
+  size_t n, cap;
+} cj_keys;
+
+static uint64_t cj_key_hash(const char *key) {
+  uint64_t h = 14695981039346656037u; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 1099511628211u;
+  return h;
+}
+
+static int cj_keys_grow(cj_keys *k) {
+  size_t cap = k->cap ? k->cap * 2 : 16;
+  struct cj_key_slot *slots = malloc(cap * sizeof *slots);
+  if (slots == NULL) return RMQ_ENOMEM;
+  for (size_t i = 0; i < cap; i++) slots[i].pos = SIZE_MAX;
+  for (size_t i = 0; i < k->cap; i++) {
+    if (k->slots[i].pos == SIZE_MAX) continue;
+    size_t j = k->slots[i].hash & (cap - 1);
+    while (slots[j].pos != SIZE_MAX) j = (j + 1) & (cap - 1);
+    slots[j] = k->slots[i];
+  }
+  free(k->slots);
+  k->slots = slots;
+  k->cap = cap;
+  return RMQ_OK;
+}
+
+/* Adds key (read at key_pos); RMQ_ECORRUPT when the object already has it. */
+static int cj_keys_add(cj *r, cj_keys *k, const char *key, size_t key_pos) {
+  if ((k->n + 1) * 2 > k->cap && cj_keys_grow(k) != RMQ_OK) {
+    return rmq_err_set(r->err, RMQ_ENOMEM, "out of memory reading the keys of an object");
+  }
+  uint64_t h = cj_key_hash(key);
+  size_t j = h & (k->cap - 1);
+  for (; k->slots[j].pos != SIZE_MAX; j = (j + 1) & (k->cap - 1)) {
+    if (k->slots[j].hash != h) continue;
+    char first[RMQ_CONFIG_JSON_STRING + 1];
+    cj again = {.text = r->text, .len = r->len, .pos = k->slots[j].pos, .err = &(rmq_err){0}};
+    if (cj_key(&again, first, sizeof first) == RMQ_OK && strcmp(first, key) == 0) {
+      return cj_corrupt(r, key_pos, "the key \"%.64s\" twice in one object (first at offset %zu)",
+                        key, k->slots[j].pos);
+    }
+  }
+  k->slots[j] = (struct cj_key_slot){h, key_pos};
+  k->n++;
+  return RMQ_OK;
+}
+
+static int cj_members(cj *r, cj_member_fn member, void *ctx, cj_keys *keys) {
+  int rc = RMQ_OK;
+  for (bool more = true; more;) {
+    char key[RMQ_CONFIG_JSON_STRING + 1];
+    size_t key_pos = (cj_ws(r), r->pos);
+    if ((rc = cj_key(r, key, sizeof key)) != RMQ_OK) return rc;
+    if ((rc = cj_expect(r, ':', "':' after a key")) != RMQ_OK) return rc;
+    if ((rc = cj_keys_add(r, keys, key, key_pos)) != RMQ_OK) return rc;
+    if ((rc = member(r, key, key_pos, ctx)) != RMQ_OK) return rc;
+    if ((rc = cj_more(r, '}', &more)) != RMQ_OK) return rc;
+  }
+  return rc;
+}
+
 /* Walks an object (null reads as an empty one): member reads or skips each value. */
 static int cj_object(cj *r, cj_member_fn member, void *ctx) {
   if (cj_word(r, "null")) return RMQ_OK;
   int rc = cj_enter(r, '{', "'{'");
   if (rc != RMQ_OK) return rc;
   if (cj_peek(r) == '}') return r->pos++, r->depth--, RMQ_OK;
-  for (bool more = true; more;) {
-    char key[RMQ_CONFIG_JSON_STRING + 1];
-    size_t key_pos = (cj_ws(r), r->pos);
-    if ((rc = cj_key(r, key, sizeof key)) != RMQ_OK) return rc;
-    if ((rc = cj_expect(r, ':', "':' after a key")) != RMQ_OK) return rc;
-    if ((rc = member(r, key, key_pos, ctx)) != RMQ_OK) return rc;
-    if ((rc = cj_more(r, '}', &more)) != RMQ_OK) return rc;
-  }
-  return RMQ_OK;
+  cj_keys keys = {0};
+  rc = cj_members(r, member, ctx, &keys);
+  free(keys.slots);
+  return rc;
 }
 
 /*

@@ -266,9 +266,8 @@ static void test_lenient(void) {
   if (err.code) fprintf(stderr, "  %s\n", err.msg);
   CHECK(c.n == 1 && offset_is(&c.e[0], "T", "g", 3, 4));
 
-  /* Absent fields keep TopicConfig's defaults; a later duplicate wins. */
-  const char *sparse =
-      "{\"topicConfigTable\":{\"T\":{\"perm\":2,\"perm\":4,\"attributes\":{\"a\":\"b\"}}}}";
+  /* Absent fields keep TopicConfig's defaults. */
+  const char *sparse = "{\"topicConfigTable\":{\"T\":{\"perm\":4,\"attributes\":{\"a\":\"b\"}}}}";
   topics tc = {0};
   CHECK_EQ_INT(rmq_topic_configs_parse(sparse, strlen(sparse), collect_topic, &tc, &err), RMQ_OK);
   CHECK(tc.n == 1 && tc.t[0].read_queues == 16 && tc.t[0].write_queues == 16 && tc.t[0].perm == 4 &&
@@ -425,6 +424,26 @@ static void test_damaged(void) {
             "offset 16: expected delay level 1..64 as the key, found \"65\"");
   delay_bad("{\"offsetTable\":{1:-5}}", "offset 18: offset -5 out of range 0..9223372036854775807");
   delay_bad("{\"offsetTable\":[1]}", "offset 15: expected '{', found '['");
+  /* A key twice is a flipped byte that made one key into another: level 11 lost. */
+  delay_bad("{\"offsetTable\":{1:7,10:0,\t1:0}}",
+            "offset 26: the key \"1\" twice in one object (first at offset 16)");
+  offsets_bad("{\"offsetTable\":{\"T@g\":{0:5,0:6}}}",
+              "offset 27: the key \"0\" twice in one object (first at offset 23)");
+  offsets_bad("{\"offsetTable\":{\"T@g\":{0:5},\"T@\\u0067\":{1:6}}}",
+              "offset 28: the key \"T@g\" twice in one object (first at offset 16)");
+  topics_bad("{\"topicConfigTable\":{\"T\":{\"perm\":2,\"perm\":4}}}",
+             "offset 35: the key \"perm\" twice in one object (first at offset 26)");
+  /* Many keys, one object: the set grows and still finds the twin. */
+  char many[40000] = "{\"offsetTable\":{\"T@g\":{", msg[128];
+  size_t first = 0;
+  for (int i = 0; i < 3000; i++) {
+    if (i == 2999) first = strlen(many);
+    sprintf(many + strlen(many), "%d:1,", i);
+  }
+  snprintf(msg, sizeof msg, "offset %zu: the key \"2999\" twice in one object (first at offset %zu)",
+           strlen(many), first);
+  strcat(many, "2999:2}}}");
+  offsets_bad(many, msg);
 }
 
 /* Every cut of the golden files fails cleanly and delivers nothing. */
