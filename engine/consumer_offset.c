@@ -198,8 +198,9 @@ int rmq_com_repair(const char *store_dir, char *damaged_dir, size_t cap, int64_t
 
 int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, int32_t queue_id,
                             int64_t offset, rmq_err *err) {
-  rmq_consumer_offset_manager *m = rmq_store_offset_manager(s);
-  if (!m) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", rmq_store_dir(s));
+  if (rmq_store_config(s)->readonly) {
+    return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", rmq_store_dir(s));
+  }
   if (!rmq_group_valid(group, strlen(group))) {
     return rmq_err_set(err, RMQ_EINVAL,
                        "group \"%.255s\" is not a valid RocketMQ group (1..255 characters of "
@@ -215,6 +216,14 @@ int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, 
   if (offset < 0) {
     return rmq_err_set(err, RMQ_EINVAL, "offset %lld is negative", (long long)offset);
   }
+  /* One process writes the file: the owner, which sees every queue's end. */
+  if (rmq_store_is_follower(s)) {
+    rmq_remote_request q = {.code = RMQ_REQUEST_COMMIT_OFFSET, .count = queue_id, .offset = offset};
+    snprintf(q.group, sizeof q.group, "%s", group);
+    snprintf(q.topic, sizeof q.topic, "%s", topic);
+    return rmq_store_ask_owner(s, &q, NULL, err);
+  }
+  rmq_consumer_offset_manager *m = rmq_store_offset_manager(s);
   /* A queue appears when the dispatcher reaches its first message. */
   int rc = rmq_store_wait_dispatched(s, err);
   if (rc != RMQ_OK) return rc;

@@ -152,6 +152,11 @@ int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offse
                         int64_t *new_offset, rmq_err *err) {
   int rc = check_group(s, group, err);
   if (rc != RMQ_OK) return rc;
+  if (rmq_store_is_follower(s)) {
+    rmq_remote_request q = {.code = RMQ_REQUEST_SEND_BACK, .offset = commitlog_offset};
+    snprintf(q.group, sizeof q.group, "%s", group);
+    return rmq_store_ask_owner(s, &q, new_offset, err);
+  }
   rmq_commitlog_ref ref = {0};
   rmq_message m;
   rc = rmq_store_read(s, commitlog_offset, &ref, &m, err);

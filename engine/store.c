@@ -42,8 +42,12 @@
 #include "ha_wire.h"
 #include "index_file.h"
 #include "io.h"
+#include "message.h"
+#include "owner_link.h"
 #include "properties.h"
 #include "rebuild.h"
+#include "remoting_server.h"
+#include "shared_state.h"
 #include "reput.h"
 #include "service_thread.h"
 #include "topic_config.h"
@@ -53,8 +57,19 @@
 
 struct rmq_store {
   char *dir;
-  rmq_config cfg;
+  rmq_config cfg;      /* readonly set for a follower: this process's view of the files */
+  rmq_config user_cfg; /* what the opener asked for (rmq_store_config) */
   int lock_fd;
+  /*
+  ** A follower opened the store for writing while another process runs its
+  ** services: it reads the files as a read-only store does and sends what
+  ** it writes to that process, the owner (owner_link.h).
+  */
+  bool follower;
+  rmq_owner_link *link;          /* a follower's way to the owner */
+  _Atomic int64_t put_end;       /* a follower's last put's end: its reads wait for its dispatch */
+  rmq_remoting_server *server;   /* an owner's listener for the followers */
+  rmq_shared_state *page;        /* an owner's page (shared_state.h) */
   bool last_exit_ok;
   rmq_checkpoint checkpoint;
   rmq_commitlog commitlog;
@@ -288,24 +303,49 @@ static void store_path(const rmq_store *s, const char *name, char *out, size_t c
 }
 
 /*
-** The lock on byte 0 of `lock`, where DefaultMessageStore.start takes its FileChannel.tryLock.
-** An open file description lock: it conflicts with the POSIX lock a Java broker takes, and,
-** unlike a POSIX lock, with another engine's lock in this process too, and it is not dropped
-** when another descriptor of the file is closed.
+** The store's `lock` file, where DefaultMessageStore.start takes its
+** FileChannel.tryLock on byte 0. Our locks are open file description locks:
+** they conflict with the POSIX lock a Java broker takes and, unlike POSIX
+** locks, with another engine's in this process too, and they are not
+** dropped when another descriptor of the file is closed. Every writer of
+** ours shares byte 0 (so a broker and our processes exclude each other);
+** the owner, which runs the services, holds byte 1 alone; a repair holds
+** byte 0 alone.
 */
-static int take_lock(rmq_store *s, rmq_err *err) {
+typedef enum lock_mode {
+  LOCK_WRITER, /* byte 0 shared; byte 1 when free (the owner), else a follower */
+  LOCK_OWNER,  /* byte 0 shared and byte 1: RMQ_ELOCKED when another process is the owner */
+  LOCK_REPAIR  /* byte 0 alone: no other process has the store open for writing */
+} lock_mode;
+
+static int lock_byte(int fd, short type, off_t byte) {
+  struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+  return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+static int lock_refused(rmq_store *s, const char *path, const char *whose, rmq_err *err) {
+  if (errno != EAGAIN && errno != EACCES) {
+    return rmq_err_set(err, RMQ_EIO, "cannot lock %s: %s", path, strerror(errno));
+  }
+  return rmq_err_set(err, RMQ_ELOCKED, "store %s is %s", s->dir, whose);
+}
+
+static int take_lock(rmq_store *s, lock_mode mode, rmq_err *err) {
   char path[PATH_MAX];
   store_path(s, "lock", path, sizeof path);
   s->lock_fd = rmq_io_open(path, O_RDWR | O_CREAT, 0644);
   if (s->lock_fd < 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot open %s: %s", path, strerror(errno));
   }
-  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-  if (fcntl(s->lock_fd, F_OFD_SETLK, &fl) != 0) {
-    if (errno != EAGAIN && errno != EACCES) {
-      return rmq_err_set(err, RMQ_EIO, "cannot lock %s: %s", path, strerror(errno));
+  if (lock_byte(s->lock_fd, mode == LOCK_REPAIR ? F_WRLCK : F_RDLCK, 0) != 0) {
+    return lock_refused(s, path, "locked by another process", err);
+  }
+  if (mode != LOCK_REPAIR && lock_byte(s->lock_fd, F_WRLCK, 1) != 0) {
+    if (mode == LOCK_OWNER || (errno != EAGAIN && errno != EACCES)) {
+      return lock_refused(s, path, "run by another process", err);
     }
-    return rmq_err_set(err, RMQ_ELOCKED, "store %s is locked by another process", s->dir);
+    s->follower = true;
+    return RMQ_OK;
   }
   if (rmq_io_pwrite(s->lock_fd, "lock", 4, 0) != 4 || rmq_io_fsync(s->lock_fd) != 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot write %s: %s", path, strerror(errno));
@@ -647,7 +687,10 @@ static int load_topics(rmq_store *s, rmq_err *err) {
   return rc;
 }
 
-static int store_open_steps(rmq_store *s, rmq_err *err) {
+static int start_follower(rmq_store *s, rmq_err *err);
+static int start_server(rmq_store *s, rmq_err *err);
+
+static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
   bool writable = !s->cfg.readonly;
   int rc = writable ? rmq_store_make_dir(s->dir, err) : RMQ_OK;
   if (rc != RMQ_OK) return rc;
@@ -656,7 +699,12 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", s->dir);
   }
   rc = check_file_types(s, err);
-  if (rc == RMQ_OK && writable) rc = take_lock(s, err);
+  if (rc == RMQ_OK && writable) rc = take_lock(s, may_follow ? LOCK_WRITER : LOCK_OWNER, err);
+  if (rc == RMQ_OK && s->follower) {
+    /* Another process runs the services: this one reads the files as a reader does. */
+    s->cfg.readonly = true;
+    writable = false;
+  }
   s->last_exit_ok = !abort_exists(s);
   if (rc == RMQ_OK) rc = open_commitlog(s, err);
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
@@ -667,7 +715,7 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
                                      err);
     if (!s->clean) rc = err->code;
   }
-  if (rc != RMQ_OK || !writable) return rc;
+  if (rc != RMQ_OK || !writable) return rc == RMQ_OK && s->follower ? start_follower(s, err) : rc;
   rc = start_ha_service(s, err);
   if (rc == RMQ_OK) rc = start_services(s, err);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
@@ -678,10 +726,12 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SLAVE) {
     rc = rmq_ha_client_start(&s->commitlog, &s->cfg, replica_appended, s, &s->ha_client, err);
   }
-  return rc;
+  return rc == RMQ_OK ? start_server(s, err) : rc;
 }
 
-int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
+/* may_follow false: RMQ_ELOCKED when another process runs the services (a take-over lost). */
+static int store_open(const char *dir, const rmq_config *cfg, bool may_follow, rmq_store **out,
+                      rmq_err *err) {
   *out = NULL;
   int rc = rmq_config_check(cfg, err);
   if (rc == RMQ_OK) rc = rmq_store_check_path(dir, err);
@@ -691,17 +741,21 @@ int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_
     free(s);
     return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   }
-  s->cfg = *cfg;
+  s->cfg = s->user_cfg = *cfg;
   s->lock_fd = -1;
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
-  rc = store_open_steps(s, err);
+  rc = store_open_steps(s, may_follow, err);
   if (rc != RMQ_OK) {
     rmq_store_close(s);
     return rc;
   }
   *out = s;
   return RMQ_OK;
+}
+
+int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
+  return store_open(dir, cfg, true, out, err);
 }
 
 /*
@@ -715,7 +769,7 @@ static int repair_steps(rmq_store *s, rmq_recovery *r, rmq_err *err) {
   if (stat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no store at %s: not a directory", s->dir);
   }
-  int rc = take_lock(s, err);
+  int rc = take_lock(s, LOCK_REPAIR, err);
   rmq_commitlog_config cc = {.file_size = s->cfg.commitlog_file_size,
                              .max_message_size = s->cfg.max_message_size};
   *r = (rmq_recovery){.last_exit_ok = !abort_exists(s), .repair = true, .cp = &s->checkpoint};
@@ -781,6 +835,9 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
 */
 void rmq_store_close(rmq_store *s) {
   if (!s) return;
+  /* Services taken over from a dead owner stop first; an owner takes no more requests. */
+  rmq_owner_link_stop(s->link);
+  rmq_remoting_server_stop(s->server);
   bool started = s->flush != NULL;
   rmq_ha_client_stop(s->ha_client);
   rmq_clean_service_free(s->clean);
@@ -807,6 +864,8 @@ void rmq_store_close(rmq_store *s) {
   rmq_commitlog_destroy(&s->commitlog);
   rmq_retired_destroy(&s->retired);
   rmq_transient_store_pool_free(s->pool);
+  /* Before the lock goes: after it, the page is the next owner's. */
+  rmq_shared_state_close(s->page);
   if (s->lock_fd >= 0) close(s->lock_fd);
   free(s->dir);
   free(s);
@@ -831,7 +890,11 @@ typedef struct put_args {
   int64_t *end_offset;   /* set: where it ends, and the caller waits (rmq_store_wait_flushed) */
 } put_args;
 
+static int follower_put(rmq_store *s, const put_args *a, rmq_err *err);
+static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err);
+
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
+  if (s->follower) return follower_wait_durable(s, end_offset, err);
   int rc = s->cfg.flush_sync && s->flush ? rmq_flush_wait(s->flush, end_offset, err) : RMQ_OK;
   /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
   if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
@@ -841,6 +904,7 @@ int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
 }
 
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
+  if (s->follower) return follower_put(s, a, err);
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   if (s->cfg.role == RMQ_ROLE_SLAVE) {
     return rmq_err_set(err, RMQ_EINVAL,
@@ -849,8 +913,8 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
                        s->dir, s->cfg.ha_master);
   }
   int64_t end = 0;
-  int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n, NULL,
-                                                a->first_offset, &end, err)
+  int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n,
+                                                a->results, a->first_offset, &end, err)
                     : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
   if (rc != RMQ_OK && a->spans) *a->first_offset = -1;
   if (rc != RMQ_OK) return rc;
@@ -867,8 +931,10 @@ void *rmq_store_staging_take(rmq_store *s) {
   bool fill = false;
   void *chunk = rmq_staging_take(s->staging, &fill);
   if (fill && s->allocate) rmq_allocate_wakeup(s->allocate);
-  /* A slave's first segment is where its master's data starts. */
-  if (chunk && s->cfg.role != RMQ_ROLE_SLAVE) rmq_commitlog_prepare_segment(&s->commitlog);
+  /* A slave's first segment is where its master's data starts; a follower's, the owner's care. */
+  if (chunk && s->cfg.role != RMQ_ROLE_SLAVE && !s->cfg.readonly) {
+    rmq_commitlog_prepare_segment(&s->commitlog);
+  }
   return chunk;
 }
 
@@ -927,6 +993,10 @@ int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {
 }
 
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
+  if (s->follower) {
+    rmq_remote_request q = {.code = RMQ_REQUEST_FLUSH};
+    return rmq_store_ask_owner(s, &q, flushed_offset, err);
+  }
   if (!s->flush) {
     *flushed_offset = rmq_commitlog_max_offset(&s->commitlog);
     return RMQ_OK;
@@ -938,7 +1008,7 @@ int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
   return rc;
 }
 
-const rmq_config *rmq_store_config(rmq_store *s) { return &s->cfg; }
+const rmq_config *rmq_store_config(rmq_store *s) { return &s->user_cfg; }
 const char *rmq_store_dir(rmq_store *s) { return s->dir; }
 rmq_commitlog *rmq_store_commitlog(rmq_store *s) { return &s->commitlog; }
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
@@ -974,6 +1044,13 @@ const char *rmq_store_ha_address(rmq_store *s) {
 
 int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
   *deleted = 0;
+  if (s->follower) {
+    rmq_remote_request q = {.code = RMQ_REQUEST_CLEAN};
+    int64_t n = 0;
+    int rc = rmq_store_ask_owner(s, &q, &n, err);
+    *deleted = (int)n;
+    return rc;
+  }
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   return rmq_clean_pass(s->clean, deleted, err);
 }
@@ -1075,7 +1152,10 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
   rmq_cl_iter_start(it, &s->commitlog, from, to, flags);
 }
 
+static int follower_wait_dispatched(rmq_store *s, rmq_err *err);
+
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
+  if (s->follower) return follower_wait_dispatched(s, err);
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
   /* With a transient store pool, what was acknowledged may still wait in a write buffer. */
@@ -1166,4 +1246,246 @@ int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queu
   return rmq_cq_first_offset_at_or_after_time(cq, timestamp,
                                               rmq_commitlog_min_offset(&s->commitlog),
                                               rmq_store_time_at, s, queue_offset, err);
+}
+
+/* -------------------------------------------------------- several processes */
+
+bool rmq_store_is_follower(rmq_store *s) { return s->follower; }
+
+int rmq_store_ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err) {
+  rmq_remote_response r;
+  int rc = rmq_owner_link_call(s->link, q, &r, err);
+  if (rc != RMQ_OK) return rc;
+  free(r.results);
+  if (a) *a = r.a;
+  return r.rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, r.rc, "%s", r.msg);
+}
+
+/* The messages of a follower's rmq_store_put, encoded end to end into one malloc'd buffer. */
+static int encode_all(rmq_store *s, const rmq_message *msgs, int n, rmq_span *out, rmq_err *err) {
+  size_t cap = 4096, used = 0;
+  uint8_t *buf = malloc(cap);
+  for (int i = 0; buf && i < n;) {
+    int32_t len = rmq_commitlog_encode(&s->commitlog, &msgs[i], buf + used, cap - used, err);
+    if (len < 0) {
+      free(buf);
+      return err->code;
+    }
+    if ((size_t)len <= cap - used) {
+      used += (size_t)len;
+      i++;
+      continue;
+    }
+    uint8_t *more = realloc(buf, cap = (cap + (size_t)len) * 2);
+    if (!more) free(buf);
+    buf = more;
+  }
+  if (!buf) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  *out = (rmq_span){buf, used};
+  return RMQ_OK;
+}
+
+/* What a put of encoded records tells its caller, from the owner's answer. */
+static void fill_results(rmq_store *s, const rmq_span *records, int64_t first,
+                         const rmq_remote_response *r, rmq_put_result *results, int n) {
+  int64_t at = first;
+  const uint8_t *p = records->data;
+  for (int i = 0; i < n; i++) {
+    int32_t size = rmq_get32(p);
+    results[i] = (rmq_put_result){.physical_offset = at, .size = size};
+    if (i < r->results_count) {
+      results[i].queue_offset = r->results[i].queue_offset;
+      results[i].store_timestamp = r->results[i].store_timestamp;
+    }
+    rmq_msg_id_format(&s->cfg.store_host, at, results[i].msg_id);
+    at += size;
+    p += size;
+  }
+}
+
+static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
+  rmq_span encoded = {0};
+  int rc = a->spans ? RMQ_OK : encode_all(s, a->msgs, a->n, &encoded, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_remote_request q = {
+      .code = RMQ_REQUEST_PUT,
+      .count = a->n,
+      .flags = (a->end_offset ? RMQ_REQUEST_NOWAIT : 0) |
+               (s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0) |
+               (a->results ? RMQ_REQUEST_RESULTS : 0),
+      .spans = a->spans ? a->spans : &encoded,
+      .nspans = a->spans ? a->nspans : 1,
+  };
+  rmq_remote_response r = {.a = -1};
+  rc = rmq_owner_link_call(s->link, &q, &r, err);
+  if (rc == RMQ_OK && r.rc != RMQ_OK) rc = rmq_err_set(err, r.rc, "%s", r.msg);
+  if (a->first_offset) *a->first_offset = r.a;
+  if (r.a >= 0) {
+    int64_t seen = atomic_load(&s->put_end);
+    while (seen < r.b && !atomic_compare_exchange_weak(&s->put_end, &seen, r.b)) {
+    }
+    if (a->end_offset) *a->end_offset = r.b;
+    if (a->results) fill_results(s, &encoded, r.a, &r, a->results, a->n);
+  }
+  free(r.results);
+  free(encoded.data);
+  return rc;
+}
+
+static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err) {
+  /* Nothing to wait for unless durable, or acknowledged by a slave, was asked for. */
+  if (!s->user_cfg.flush_sync && s->user_cfg.role != RMQ_ROLE_SYNC_MASTER) return RMQ_OK;
+  rmq_remote_request q = {.code = RMQ_REQUEST_WAIT_DURABLE,
+                          .offset = end_offset,
+                          .flags = s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0};
+  return rmq_store_ask_owner(s, &q, NULL, err);
+}
+
+/* A follower reads its own puts: it waits until the owner's dispatch passed the last one. */
+static int follower_wait_dispatched(rmq_store *s, rmq_err *err) {
+  rmq_store *owner = rmq_owner_link_owner(s->link);
+  if (owner) return rmq_store_wait_dispatched(owner, err);
+  int64_t want = atomic_load(&s->put_end);
+  if (want == 0) return RMQ_OK;
+  if (!s->page) {
+    int rc = rmq_shared_state_open(s->dir, &s->page, err);
+    if (rc != RMQ_OK) return rc;
+    if (!s->page) return rmq_err_set(err, RMQ_ENOTFOUND, "store %s has no %s", s->dir, RMQ_SHARED_STATE_FILE);
+  }
+  int64_t deadline = rmq_monotonic_ms() + RMQ_DISPATCH_WAIT_MS;
+  for (;;) {
+    uint32_t seq = rmq_shared_state_seq(s->page);
+    if (rmq_shared_state_dispatched(s->page) >= want) return RMQ_OK;
+    if (rmq_owner_link_owner(s->link)) return follower_wait_dispatched(s, err);
+    int64_t left = deadline - rmq_monotonic_ms();
+    if (left <= 0) {
+      return rmq_err_set(err, RMQ_ETIMEOUT,
+                         "store %s: the owner process did not dispatch up to %lld within %d ms",
+                         s->dir, (long long)want, RMQ_DISPATCH_WAIT_MS);
+    }
+    rmq_shared_state_wait(s->page, seq, left < 100 ? (int)left : 100);
+  }
+}
+
+/* -------------------------------------------------- the owner's side of it */
+
+/* A follower's records: whole, valid, count of them, nothing after. */
+static int check_records(rmq_store *s, const rmq_remote_request *q, rmq_err *err) {
+  const uint8_t *p = q->body;
+  size_t left = q->body_len;
+  for (int i = 0; i < q->count; i++) {
+    rmq_message m;
+    rmq_decode_status st = rmq_message_decode(p, left, false, &m);
+    if (st != RMQ_DECODE_OK || m.total_size > s->cfg.max_message_size ||
+        !rmq_topic_valid(m.topic, (size_t)m.topic_len)) {
+      return rmq_err_set(err, RMQ_EINVAL, "record %d of a put from another process is not valid (%s)",
+                         i, rmq_decode_status_name(st));
+    }
+    p += m.total_size;
+    left -= (size_t)m.total_size;
+  }
+  if (left != 0 || q->count <= 0) {
+    return rmq_err_set(err, RMQ_EINVAL, "a put from another process holds %zu bytes past its %d records",
+                       left, q->count);
+  }
+  return RMQ_OK;
+}
+
+/* A follower asked for durable (its flush='sync') while this owner flushes asynchronously. */
+static int wait_durable(rmq_store *s, int64_t end, bool sync, rmq_err *err) {
+  int64_t flushed;
+  int rc = sync && !s->cfg.flush_sync ? rmq_flush_all(s->flush, &flushed, err) : RMQ_OK;
+  return rc == RMQ_OK ? rmq_store_wait_flushed(s, end, err) : rc;
+}
+
+static int serve_put(rmq_store *s, const rmq_remote_request *q, rmq_remote_response *r,
+                     rmq_err *err) {
+  /* A request from this process (after a take-over) holds its records as the put had them. */
+  int rc = q->spans ? RMQ_OK : check_records(s, q, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_span records = {(uint8_t *)q->body, q->body_len};
+  rmq_put_result *results = NULL;
+  if ((q->flags & RMQ_REQUEST_RESULTS) && !(results = calloc((size_t)q->count, sizeof *results))) {
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  put_args a = {.spans = q->spans ? q->spans : &records,
+                .nspans = q->spans ? q->nspans : 1,
+                .n = q->count,
+                .results = results,
+                .first_offset = &r->a, .end_offset = &r->b};
+  r->a = -1;
+  rc = timed_put(s, &a, err);
+  if (rc == RMQ_OK && !(q->flags & RMQ_REQUEST_NOWAIT)) {
+    rc = wait_durable(s, r->b, q->flags & RMQ_REQUEST_SYNC, err);
+  }
+  if (results && r->a >= 0 && (r->results = malloc(sizeof *r->results * (size_t)q->count))) {
+    for (int i = 0; i < q->count; i++) {
+      r->results[i] = (rmq_remote_result){results[i].queue_offset, results[i].store_timestamp};
+    }
+    r->results_count = q->count;
+  }
+  free(results);
+  return rc;
+}
+
+static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_response *r) {
+  rmq_store *s = owner;
+  rmq_err err = {0};
+  int rc, deleted = 0;
+  switch (q->code) {
+    case RMQ_REQUEST_PUT:
+      rc = serve_put(s, q, r, &err);
+      break;
+    case RMQ_REQUEST_WAIT_DURABLE:
+      rc = wait_durable(s, q->offset, q->flags & RMQ_REQUEST_SYNC, &err);
+      break;
+    case RMQ_REQUEST_COMMIT_OFFSET:
+      rc = rmq_store_commit_offset(s, q->group, q->topic, q->count, q->offset, &err);
+      break;
+    case RMQ_REQUEST_SEND_BACK:
+      rc = rmq_store_send_back(s, q->group, q->offset, &r->a, &err);
+      break;
+    case RMQ_REQUEST_FLUSH:
+      rc = rmq_store_flush(s, &r->a, &err);
+      break;
+    case RMQ_REQUEST_CLEAN:
+      rc = rmq_store_clean(s, &deleted, &err);
+      r->a = deleted;
+      break;
+    default:
+      rc = rmq_err_set(&err, RMQ_EINVAL, "request code %d is not one of ours", q->code);
+  }
+  r->rc = rc;
+  snprintf(r->msg, sizeof r->msg, "%s", rc == RMQ_OK ? "" : err.msg);
+}
+
+/* The owner's listener, named on the shared page for the followers. */
+static int start_server(rmq_store *s, rmq_err *err) {
+  struct stat st;
+  if (stat(s->dir, &st) != 0) return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", s->dir, strerror(errno));
+  char name[RMQ_REMOTE_NAME_MAX];
+  snprintf(name, sizeof name, "sqlite-rocketmq/%llx/%llx/%d", (unsigned long long)st.st_dev,
+           (unsigned long long)st.st_ino, (int)getpid());
+  int rc = rmq_remoting_server_start(name, serve_request, s, &s->server, err);
+  if (rc != RMQ_OK) return rc;
+  return rmq_shared_state_create(s->dir, name, rmq_reput_offset(s->reput),
+                                 rmq_commitlog_min_offset(&s->commitlog), &s->page, err);
+}
+
+/* A follower becomes the owner: the services open here, with the recovery a dead owner calls for. */
+static int take_over_services(void *ctx, void **owner, rmq_err *err) {
+  rmq_store *s = ctx;
+  rmq_store *o = NULL;
+  int rc = store_open(s->dir, &s->user_cfg, false, &o, err);
+  *owner = o;
+  return rc;
+}
+
+static void close_owner(void *owner) { rmq_store_close(owner); }
+
+static int start_follower(rmq_store *s, rmq_err *err) {
+  s->staging = rmq_staging_pool_new(RMQ_STAGING_LINGER_MS);
+  if (!s->staging) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  rmq_owner_link_ops ops = {take_over_services, serve_request, close_owner, s};
+  return rmq_owner_link_start(s->dir, s->lock_fd, &ops, &s->link, err);
 }
