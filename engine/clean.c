@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "io.h"
 #include "service_thread.h"
+#include "shared_state.h"
 
 struct rmq_clean_service {
   const char *dir;
@@ -504,6 +505,8 @@ static void classify(forecast *f, const char *rel, rmq_file_info *info) {
     info->kind = strcmp(rel, "checkpoint") == 0 ? "checkpoint"
                  : strcmp(rel, "abort") == 0    ? "abort"
                                                 : "lock";
+  } else if (n == 1 && strcmp(rel, RMQ_SHARED_STATE_FILE) == 0) {
+    info->kind = "shared";
   } else if (n == 2 && strcmp(part[0], "config") == 0 &&
              (has_suffix(part[1], ".json") || has_suffix(part[1], ".bak"))) {
     info->kind = "config";

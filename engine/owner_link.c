@@ -161,7 +161,13 @@ int rmq_owner_link_call(rmq_owner_link *l, const rmq_remote_request *q, rmq_remo
     }
     rmq_err why = {0};
     int rc = call_remote(l, q, r, &why);
-    if (rc != RMQ_ENOTFOUND) return rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, rc, "%s", why.msg);
+    /* The other kept connections lead to the same dead owner. */
+    if (rc == RMQ_EIO) rmq_remoting_client_reset(l->client);
+    /* A wait for durability may go to the next owner: what was appended is in its log. */
+    bool again = rc == RMQ_EIO && (q->code == RMQ_REQUEST_WAIT_DURABLE || q->code == RMQ_REQUEST_FLUSH);
+    if (rc != RMQ_ENOTFOUND && !again) {
+      return rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, rc, "%s", why.msg);
+    }
     /* Nobody took it: the owner is gone or not yet listening. */
     rmq_err taking = {0};
     rc = take_over(l, &taking);

@@ -146,3 +146,9 @@ void rmq_remoting_server_stop(rmq_remoting_server *srv) {
   pthread_mutex_destroy(&srv->mu);
   free(srv);
 }
+
+void rmq_remoting_server_drop_inherited(rmq_remoting_server *srv) {
+  if (!srv) return;
+  close(srv->fd);
+  for (connection *c = srv->conns; c; c = c->next) close(c->fd);
+}

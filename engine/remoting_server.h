@@ -29,6 +29,12 @@ int rmq_remoting_server_start(const char *name, rmq_remoting_handler fn, void *c
                               rmq_remoting_server **out, rmq_err *err);
 /* Stop listening, end every connection (a request in a handler finishes first) and free. */
 void rmq_remoting_server_stop(rmq_remoting_server *srv);
+/*
+** In a forked child: close the descriptors inherited from the parent's
+** server (its threads did not come along), so that the parent's listener
+** and connections end when the parent closes them.
+*/
+void rmq_remoting_server_drop_inherited(rmq_remoting_server *srv);
 /* Abstract socket address of name; its length for bind/connect. */
 socklen_t rmq_remoting_address(const char *name, struct sockaddr_un *addr);
 

@@ -356,6 +356,9 @@ static int take_lock(rmq_store *s, lock_mode mode, rmq_err *err) {
 void rmq_store_drop_inherited_lock(rmq_store *s) {
   if (s->lock_fd >= 0) close(s->lock_fd);
   s->lock_fd = -1;
+  rmq_remoting_server_drop_inherited(s->server);
+  rmq_store *owner = s->link ? rmq_owner_link_owner(s->link) : NULL;
+  if (owner) rmq_store_drop_inherited_lock(owner);
 }
 
 /* ------------------------------------------------------------ file types */
@@ -746,6 +749,9 @@ static int store_open(const char *dir, const rmq_config *cfg, bool may_follow, r
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
   rc = store_open_steps(s, may_follow, err);
+  /* What the files decided (a segment size), and a follower still writes. */
+  s->user_cfg = s->cfg;
+  s->user_cfg.readonly = cfg->readonly;
   if (rc != RMQ_OK) {
     rmq_store_close(s);
     return rc;
@@ -1464,8 +1470,10 @@ static int start_server(rmq_store *s, rmq_err *err) {
   struct stat st;
   if (stat(s->dir, &st) != 0) return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", s->dir, strerror(errno));
   char name[RMQ_REMOTE_NAME_MAX];
-  snprintf(name, sizeof name, "sqlite-rocketmq/%llx/%llx/%d", (unsigned long long)st.st_dev,
-           (unsigned long long)st.st_ino, (int)getpid());
+  /* Unique to this open: a forked child may still hold an earlier listener's name. */
+  static _Atomic unsigned opens;
+  snprintf(name, sizeof name, "sqlite-rocketmq/%llx/%llx/%d/%u", (unsigned long long)st.st_dev,
+           (unsigned long long)st.st_ino, (int)getpid(), atomic_fetch_add(&opens, 1));
   int rc = rmq_remoting_server_start(name, serve_request, s, &s->server, err);
   if (rc != RMQ_OK) return rc;
   return rmq_shared_state_create(s->dir, name, rmq_reput_offset(s->reput),

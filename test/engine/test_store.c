@@ -27,19 +27,26 @@ static void test_lock_and_abort(const char *dir) {
   rmq_store *s = tu_open(dir, &cfg);
   CHECK(exists(dir, "abort"));
   CHECK(exists(dir, "checkpoint"));
-  /* Another process is refused while we hold the lock. */
+  /* Another process's writable open follows this one: its put lands in this store. */
   pid_t pid = fork();
   if (pid == 0) {
     rmq_store *s2;
     rmq_err e2 = {0};
+    tu_msg t;
+    rmq_put_result r;
     int rc = rmq_store_open(dir, &cfg, &s2, &e2);
-    char want[400];
-    snprintf(want, sizeof want, "store %s is locked by another process", dir);
-    _exit(rc == RMQ_ELOCKED && strcmp(e2.msg, want) == 0 ? 0 : 1);
+    if (rc == RMQ_OK) rc = rmq_store_put(s2, tu_message(&t, "Child", 0, "c", 1, NULL), 1, &r, &e2);
+    bool follows = rc == RMQ_OK && rmq_store_is_follower(s2) && r.physical_offset == 0;
+    if (s2) rmq_store_close(s2);
+    _exit(follows ? 0 : 1);
   }
   int status;
   waitpid(pid, &status, 0);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  rmq_err we = {0};
+  CHECK_EQ_INT(rmq_store_wait_dispatched(s, &we), RMQ_OK);
+  rmq_consume_queue *cq = rmq_store_find_queue(s, "Child", 0);
+  CHECK(cq && rmq_cq_max_offset(cq) == 1);
   /* A read-only open takes no lock and is allowed. */
   pid = fork();
   if (pid == 0) {
@@ -64,13 +71,13 @@ static void test_lock_and_abort(const char *dir) {
   close(fd);
 }
 
-/* A child that tries to open dir for writing: 0 when it finds the store locked. */
-static int child_finds_locked(const char *dir, const rmq_config *cfg) {
+/* A repair in a child: 0 when it finds the store open (locked) elsewhere. */
+static int child_finds_locked(const char *dir) {
   pid_t pid = fork();
   if (pid == 0) {
-    rmq_store *s;
     rmq_err e = {0};
-    _exit(rmq_store_open(dir, cfg, &s, &e) == RMQ_ELOCKED ? 0 : 1);
+    int64_t moved;
+    _exit(rmq_store_repair(dir, &moved, &e) == RMQ_ELOCKED ? 0 : 1);
   }
   int status;
   waitpid(pid, &status, 0);
@@ -78,19 +85,28 @@ static int child_finds_locked(const char *dir, const rmq_config *cfg) {
 }
 
 /*
-** Two engines of one process on one store: the second is refused, and its failed open, which
-** closes its own descriptor of `lock`, leaves the first one's lock in place.
+** Two engines of one process on one store: the second follows the first,
+** takes its services over when it closes, and holds the store as long as
+** it is open.
 */
 static void test_lock_in_process(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg), *s2 = NULL;
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s2, &err), RMQ_ELOCKED);
-  CHECK(s2 == NULL);
-  CHECK_EQ_INT(child_finds_locked(dir, &cfg), 0);
+  CHECK_EQ_INT(rmq_store_open(dir, &cfg, &s2, &err), RMQ_OK);
+  CHECK(s2 && rmq_store_is_follower(s2) && !rmq_store_is_follower(s));
+  tu_msg t;
+  rmq_put_result r;
+  CHECK_EQ_INT(rmq_store_put(s2, tu_message(&t, "Two", 0, "x", 1, NULL), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(child_finds_locked(dir), 0);
   rmq_store_close(s);
-  CHECK_EQ_INT(child_finds_locked(dir, &cfg), 1);
+  /* The follower takes over: its next put is served in this process. */
+  CHECK_EQ_INT(rmq_store_put(s2, tu_message(&t, "Two", 0, "y", 1, NULL), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(r.queue_offset, 1);
+  CHECK_EQ_INT(child_finds_locked(dir), 0);
+  rmq_store_close(s2);
+  CHECK_EQ_INT(child_finds_locked(dir), 1);
 }
 
 /* Tear the last record and scribble garbage after it: recovery cuts at the last good record. */
