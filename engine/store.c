@@ -733,12 +733,11 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
 }
 
 /* may_follow false: RMQ_ELOCKED when another process runs the services (a take-over lost). */
-static int store_open(const char *dir, const rmq_config *cfg, bool may_follow, rmq_store **out,
-                      rmq_err *err) {
-  *out = NULL;
-  int rc = rmq_config_check(cfg, err);
-  if (rc == RMQ_OK) rc = rmq_store_check_path(dir, err);
-  if (rc != RMQ_OK) return rc;
+/* How often a follower's open starts again when a file it listed went away under it. */
+#define FOLLOWER_OPEN_TRIES 20
+
+static int store_open_once(const char *dir, const rmq_config *cfg, bool may_follow, rmq_store **out,
+                           bool *follower, rmq_err *err) {
   rmq_store *s = calloc(1, sizeof *s);
   if (!s || !(s->dir = strdup(dir))) {
     free(s);
@@ -748,16 +747,39 @@ static int store_open(const char *dir, const rmq_config *cfg, bool may_follow, r
   s->lock_fd = -1;
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
-  rc = store_open_steps(s, may_follow, err);
+  int rc = store_open_steps(s, may_follow, err);
   /* What the files decided (a segment size), and a follower still writes. */
   s->user_cfg = s->cfg;
   s->user_cfg.readonly = cfg->readonly;
+  *follower = s->follower;
   if (rc != RMQ_OK) {
     rmq_store_close(s);
     return rc;
   }
   *out = s;
   return RMQ_OK;
+}
+
+/* may_follow false: RMQ_ELOCKED when another process runs the services (a take-over lost). */
+static int store_open(const char *dir, const rmq_config *cfg, bool may_follow, rmq_store **out,
+                      rmq_err *err) {
+  *out = NULL;
+  int rc = rmq_config_check(cfg, err);
+  if (rc == RMQ_OK) rc = rmq_store_check_path(dir, err);
+  for (int tries = 1; rc == RMQ_OK; tries++) {
+    rmq_err why = {0};
+    bool follower = false;
+    rc = store_open_once(dir, cfg, may_follow, out, &follower, &why);
+    /* The owner's recovery or retention removed a file the follower had just listed. */
+    if (rc == RMQ_ENOTFOUND && follower && tries < FOLLOWER_OPEN_TRIES) {
+      usleep(10000);
+      rc = RMQ_OK;
+      continue;
+    }
+    if (rc != RMQ_OK) rmq_err_set(err, rc, "%s", why.msg);
+    break;
+  }
+  return rc;
 }
 
 int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {

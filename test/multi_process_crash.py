@@ -1,0 +1,153 @@
+"""multi_process_crash.py: writer processes of one store killed at random.
+
+Three processes write one store with flush='sync', each in a loop of
+autocommit INSERTs and transactions of 2 to 6 rows, over four queues. One of
+them runs the services (the owner); the others send it their writes. Every
+KILL_EVERY seconds one of them, chosen at random (the owner as often as the
+others), gets SIGKILL in the middle of whatever it does, and a new writer
+starts in its place; the survivors carry on. At the end a fresh open of the
+store must hold:
+  - every row of every transaction that a writer saw COMMIT (or an
+    autocommit INSERT) return, each once;
+  - no part of a transaction without the rest of it: each transaction is
+    all there or not at all (a writer killed, or whose owner was killed,
+    before its COMMIT returned may have it either way);
+  - in each queue, the queue offsets 0..n-1, each once.
+Settings: RMQ_MP_KILLS (default 6), RMQ_MP_KILL_EVERY (seconds, default 0.4),
+RMQ_MP_SEED. Ends with the counts of test/checks.py.
+"""
+import os
+import random
+import re
+import signal
+import subprocess
+import sqlite3
+import sys
+import tempfile
+import time
+
+from checks import Checks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXT = os.environ.get('RMQ_EXT') or os.path.join(ROOT, 'build', 'rocketmq')
+KILLS = int(os.environ.get('RMQ_MP_KILLS', '6'))
+KILL_EVERY = float(os.environ.get('RMQ_MP_KILL_EVERY', '0.4'))
+SEED = int(os.environ.get('RMQ_MP_SEED') or random.randrange(1 << 30))
+WRITERS = 3
+ARGS = ("commitlog_file_size=65536, consumequeue_entries=64, index_slots=64, "
+        "index_entries=256, flush='sync'")
+
+CHECKS = Checks(max_shown=30)
+
+WRITER = r'''
+import random, sqlite3, sys
+ext, store, args, name, seed = sys.argv[1:6]
+rnd = random.Random(int(seed))
+c = sqlite3.connect(':memory:', isolation_level=None)
+c.enable_load_extension(True)
+c.load_extension(ext)
+c.execute("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%s', %s)" % (store, args))
+print('open', flush=True)
+txn = 0
+while True:
+    txn += 1
+    rows = 1 if rnd.random() < 0.5 else rnd.randint(2, 6)
+    key = '%s-%d' % (name, txn)
+    try:
+        if rows > 1:
+            c.execute('BEGIN')
+        for j in range(rows):
+            c.execute("INSERT INTO mq(topic, queue_id, keys, body) VALUES ('T', ?, ?, ?)",
+                      (rnd.randrange(4), '%s.%d' % (key, j), '%s %d' % (key, rows)))
+        if rows > 1:
+            c.execute('COMMIT')
+        print('acked %s %d' % (key, rows), flush=True)
+    except sqlite3.Error as e:
+        print('error %s: %s' % (key, e), flush=True)
+        if c.in_transaction:
+            c.execute('ROLLBACK')
+'''
+
+
+def start(store, name, seed):
+    p = subprocess.Popen([sys.executable, '-c', WRITER, EXT, store, ARGS, name, str(seed)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = p.stdout.readline().strip()
+    if line != 'open':
+        line += p.stdout.read()
+        p.wait()
+    CHECKS.eq('writer %s opens the store' % name, line, 'open')
+    return p
+
+
+def owner_pid(store):
+    """The pid the shared page names as the owner (bytes 32..35, as shared_state.c lays it out)."""
+    with open(os.path.join(store, 'sqlite-rocketmq.shm'), 'rb') as f:
+        page = f.read(64)
+    return int.from_bytes(page[32:36], sys.byteorder, signed=True)
+
+
+def collect(p, acked, errors):
+    out = p.stdout.read()
+    p.wait()
+    for line in out.splitlines():
+        m = re.match(r'acked (\S+) (\d+)$', line)
+        if m:
+            acked[m.group(1)] = int(m.group(2))
+        elif line.startswith('error'):
+            errors.append(line)
+
+
+def verify(store, acked):
+    c = sqlite3.connect(':memory:', isolation_level=None)
+    c.enable_load_extension(True)
+    c.load_extension(EXT)
+    c.execute("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%s', %s)" % (store, ARGS))
+    rows = c.execute("SELECT keys, body_text, queue_id, queue_offset FROM mq WHERE topic = 'T'"
+                     ).fetchall()
+    seen, txns = {}, {}
+    for keys, body, _, _ in rows:
+        seen[keys] = seen.get(keys, 0) + 1
+        key, n = body.split()
+        txns.setdefault(key, [int(n), 0])[1] += 1
+    CHECKS.eq('no row twice', [k for k, n in seen.items() if n > 1][:5], [])
+    CHECKS.eq('every acknowledged transaction whole',
+              [k for k, n in acked.items() if txns.get(k, [n, 0])[1] != n][:5], [])
+    CHECKS.eq('no partial transaction', [k for k, (n, got) in txns.items() if got != n][:5], [])
+    for q in range(4):
+        offs = sorted(r[3] for r in rows if r[2] == q)
+        CHECKS.eq('queue %d offsets 0..n-1' % q, offs == list(range(len(offs))), True)
+    c.close()
+    return len(rows)
+
+
+def main():
+    rnd = random.Random(SEED)
+    print('multi_process_crash: RMQ_MP_SEED=%d RMQ_MP_KILLS=%d' % (SEED, KILLS))
+    tmp = tempfile.mkdtemp(prefix='rmq-mp-')
+    store = os.path.join(tmp, 'store')
+    procs = [start(store, 'w%d' % i, rnd.randrange(1 << 30)) for i in range(WRITERS)]
+    acked, errors, kills_of_owner = {}, [], 0
+    for k in range(KILLS):
+        time.sleep(KILL_EVERY * (0.5 + rnd.random()))
+        victim = rnd.randrange(len(procs))
+        kills_of_owner += procs[victim].pid == owner_pid(store)
+        procs[victim].send_signal(signal.SIGKILL)
+        collect(procs[victim], acked, errors)
+        procs[victim] = start(store, 'r%d' % k, rnd.randrange(1 << 30))
+    time.sleep(KILL_EVERY)
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+        collect(p, acked, errors)
+    n = verify(store, acked)
+    print('%d kills (%d of the owner), %d transactions acknowledged, %d rows stored, %d errors'
+          % (KILLS, kills_of_owner, len(acked), n, len(errors)))
+    for e in errors[:5]:
+        print('  ' + e[:300])
+    CHECKS.ok(len(acked) > KILLS, 'the writers made progress (%d acknowledged)' % len(acked))
+    subprocess.run(['rm', '-rf', tmp])
+    return CHECKS.report()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
