@@ -13,8 +13,9 @@
 #                         (TORTURE_ENGINE_ROUNDS), during delayed delivery
 #                         (TORTURE_SCHEDULE_KILLS), of a process committing
 #                         consumer offsets (TORTURE_CONSUMER_KILLS), of an HA
-#                         sync master and its slave (TORTURE_HA_KILLS), and
-#                         random byte flips judged by rocketmq_verify
+#                         sync master and its slave (TORTURE_HA_KILLS), of
+#                         writer processes of one store, the owner among
+#                         them (TORTURE_MP_KILLS), and random byte flips judged by rocketmq_verify
 #                         (TORTURE_SWEEP_FLIPS, at most TORTURE_SWEEP_SECONDS);
 #                         `make check` runs a few of each
 #   make bench            build and run test/bench/*: the goals' table first
@@ -129,6 +130,7 @@ TORTURE_ENGINE_ROUNDS ?= 200
 TORTURE_SCHEDULE_KILLS ?= 20
 TORTURE_CONSUMER_KILLS ?= 50
 TORTURE_HA_KILLS ?= 50
+TORTURE_MP_KILLS ?= 200
 TORTURE_SWEEP_FLIPS ?= 3000
 TORTURE_SWEEP_SECONDS ?= 600
 torture: all $(TESTS)
@@ -138,6 +140,7 @@ torture: all $(TESTS)
 	RMQ_SCHEDULE_CRASH_CYCLES=$(TORTURE_SCHEDULE_KILLS) test/run.sh $(BUILD) '^schedule_crash\.test$$'
 	RMQ_CONSUMER_CRASH_CYCLES=$(TORTURE_CONSUMER_KILLS) test/run.sh $(BUILD) '^consumer_crash\.test$$'
 	RMQ_HA_KILLS=$(TORTURE_HA_KILLS) test/run.sh $(BUILD) '^test_ha_process$$'
+	RMQ_MP_KILLS=$(TORTURE_MP_KILLS) test/run.sh $(BUILD) '^multi_process_crash\.py$$'
 	RMQ_SWEEP_FLIPS=$(TORTURE_SWEEP_FLIPS) RMQ_SWEEP_SECONDS=$(TORTURE_SWEEP_SECONDS) \
 	  test/run.sh $(BUILD) '^corrupt_sweep\.py$$'
 

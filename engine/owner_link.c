@@ -181,3 +181,13 @@ int rmq_owner_link_call(rmq_owner_link *l, const rmq_remote_request *q, rmq_remo
     usleep(tries < 50 ? 2000 : 20000);
   }
 }
+
+int64_t rmq_owner_link_owner_pid(rmq_owner_link *l) {
+  if (atomic_load(&l->owner)) return getpid();
+  char ignored[RMQ_REMOTE_NAME_MAX];
+  owner_socket(l, ignored, sizeof ignored);
+  pthread_mutex_lock(&l->mu);
+  int64_t pid = l->page ? rmq_shared_state_owner(l->page) : 0;
+  pthread_mutex_unlock(&l->mu);
+  return pid;
+}

@@ -49,6 +49,8 @@ void rmq_owner_link_stop(rmq_owner_link *l);
 */
 int rmq_owner_link_call(rmq_owner_link *l, const rmq_remote_request *q, rmq_remote_response *r,
                         rmq_err *err);
+/* The pid the shared page names as the owner; 0 when it names none. */
+int64_t rmq_owner_link_owner_pid(rmq_owner_link *l);
 /* The services this process took over, or NULL. */
 void *rmq_owner_link_owner(rmq_owner_link *l);
 

@@ -863,6 +863,8 @@ typedef struct rmq_stats {
   int64_t commit_runs;            /* CommitRealTimeService commits done (transient_store_pool) */
   int64_t cq_flush_runs;          /* FlushConsumeQueueService flushes done */
   const char *role;               /* rmq_role_name of the store's role; NULL when read-only */
+  const char *process;            /* "owner" (runs the services), "follower" or "reader" */
+  int64_t owner_pid;              /* the process that runs the services; 0 when none is known */
   int64_t ha_slaves;              /* master: slaves connected now */
   int64_t ha_push2slave_offset;   /* master: the largest offset a slave acknowledged, -1: none */
   char ha_state[128];             /* "" without replication; see rmq_ha_row's state */

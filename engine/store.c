@@ -1058,7 +1058,12 @@ int rmq_store_ha(rmq_store *s, rmq_ha_fn fn, void *ctx, rmq_err *err) {
 }
 
 void rmq_store_ha_stats(rmq_store *s, rmq_stats *st) {
-  st->role = s->cfg.readonly ? NULL : rmq_role_name(s->cfg.role);
+  st->role = s->user_cfg.readonly ? NULL : rmq_role_name(s->user_cfg.role);
+  bool took_over = s->follower && rmq_owner_link_owner(s->link);
+  st->process = s->user_cfg.readonly ? "reader" : s->follower && !took_over ? "follower" : "owner";
+  st->owner_pid = s->follower ? rmq_owner_link_owner_pid(s->link)
+                  : s->page   ? rmq_shared_state_owner(s->page)
+                              : 0;
   st->ha_push2slave_offset = -1;
   if (s->ha) rmq_ha_service_stats(s->ha, st);
   if (s->ha_client) rmq_ha_client_stats(s->ha_client, st);

@@ -79,6 +79,12 @@
 **                           second) that forced a consume queue to disk
 **    role                   'master', 'sync_master' or 'slave'; NULL for
 **                           files opened read-only for the query
+**    process                'owner': this process runs the store's
+**                           services; 'follower': it opened the store for
+**                           writing and another process runs them;
+**                           'reader': readonly=1
+**    owner_pid              the process that runs the services (0: none
+**                           known, as for a broker's store)
 **    ha_state               replication: a master's listen address, slaves
 **                           and how many reported; a slave's state and
 **                           master; NULL without replication
@@ -187,6 +193,8 @@ static int compute_rows(void *ctx, rmqx_reader *r) {
   add_int(c, "commit_runs", st.commit_runs);
   add_int(c, "cq_flush_runs", st.cq_flush_runs);
   ok = ok && add_text(c, "role", st.role);
+  ok = ok && add_text(c, "process", st.process);
+  add_int(c, "owner_pid", st.owner_pid);
   ok = ok && add_text(c, "ha_state", st.ha_state[0] ? st.ha_state : NULL);
   ok = ok && add_text(c, "ha_last_error", st.ha_last_error[0] ? st.ha_last_error : NULL);
   add_int(c, "ha_slaves", st.ha_slaves);
