@@ -37,6 +37,7 @@
 #include "consume_queue.h"
 #include "consumer_offset.h"
 #include "flush.h"
+#include "follow.h"
 #include "ha_client.h"
 #include "ha_service.h"
 #include "ha_wire.h"
@@ -46,6 +47,7 @@
 #include "rebuild.h"
 #include "reput.h"
 #include "service_thread.h"
+#include "shared_state.h"
 #include "topic_config.h"
 
 /* How long open waits for the dispatcher to catch up with the recovered log. */
@@ -74,6 +76,10 @@ struct rmq_store {
   rmq_ha_service *ha;        /* a master's listener, NULL without ha_listen */
   rmq_ha_client *ha_client;  /* a slave's connection to its master */
   rmq_retired_files retired; /* deleted files that readers still hold */
+  rmq_shared_state *shared;  /* the owner's page for the other processes (shared_state.h) */
+  pthread_mutex_t publish_mu; /* the owner's publishes, in order */
+  int64_t published;          /* the dispatched offset last published; under publish_mu */
+  rmq_follower *follower;     /* a read-only store follows the owner (follow.h) */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[1536];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
@@ -681,6 +687,64 @@ static int store_open_steps(rmq_store *s, rmq_err *err) {
   return rc;
 }
 
+/* ------------------------------------------------- several processes */
+
+/*
+** The owner tells the other processes how far it dispatched and where the
+** log starts (shared_state.h). The dispatcher and the clean service both
+** publish: the offset never goes back.
+*/
+static void publish_progress(void *ctx, int64_t dispatched) {
+  rmq_store *s = ctx;
+  pthread_mutex_lock(&s->publish_mu);
+  if (dispatched > s->published) s->published = dispatched;
+  rmq_shared_state_publish(s->shared, s->published, rmq_commitlog_min_offset(&s->commitlog));
+  pthread_mutex_unlock(&s->publish_mu);
+}
+
+/* The clean service deleted files: readers in other processes let go of them. */
+static void publish_deleted(void *ctx) {
+  rmq_store *s = ctx;
+  publish_progress(s, rmq_reput_offset(s->reput));
+}
+
+/*
+** Once the open is done: the owner, whose dispatcher has caught up, makes
+** the page that the other processes follow; a read-only store follows it.
+*/
+static int store_share(rmq_store *s, rmq_err *err) {
+  if (s->cfg.readonly) {
+    return rmq_follower_new(s->dir, &s->commitlog, s->cqs, &s->index, &s->follower, err);
+  }
+  s->published = rmq_reput_offset(s->reput);
+  int rc = rmq_shared_state_create(s->dir, "", s->published,
+                                   rmq_commitlog_min_offset(&s->commitlog), &s->shared, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_reput_on_progress(s->reput, publish_progress, s);
+  rmq_clean_on_deleted(s->clean, publish_deleted, s);
+  /* What was dispatched between the page's making and the hook. */
+  publish_deleted(s);
+  return RMQ_OK;
+}
+
+/* After the services stopped: nothing publishes any more. */
+static void store_unshare(rmq_store *s) {
+  rmq_follower_free(s->follower);
+  s->follower = NULL;
+  rmq_shared_state_close(s->shared);
+  s->shared = NULL;
+}
+
+int rmq_store_refresh(rmq_store *s, rmq_err *err) {
+  return s->follower ? rmq_follower_refresh(s->follower, err) : RMQ_OK;
+}
+
+/* For the reads that report no error: a failed refresh leaves the view as it was. */
+static void refresh_quietly(rmq_store *s) {
+  rmq_err ignored = {0};
+  rmq_store_refresh(s, &ignored);
+}
+
 int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_err *err) {
   *out = NULL;
   int rc = rmq_config_check(cfg, err);
@@ -695,7 +759,9 @@ int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_
   s->lock_fd = -1;
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
+  pthread_mutex_init(&s->publish_mu, NULL);
   rc = store_open_steps(s, err);
+  if (rc == RMQ_OK) rc = store_share(s, err);
   if (rc != RMQ_OK) {
     rmq_store_close(s);
     return rc;
@@ -757,6 +823,7 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
     s->lock_fd = -1;
     s->checkpoint.fd = -1;
     rmq_retired_init(&s->retired);
+    pthread_mutex_init(&s->publish_mu, NULL);
     rc = repair_steps(s, r, err);
     if (rc == RMQ_OK) rc = repair_config(s, r, err);
     *moved = r->moved;
@@ -789,6 +856,7 @@ void rmq_store_close(rmq_store *s) {
   /* After every thread that appends or commits: they tell the HA senders. */
   rmq_ha_service_stop(s->ha);
   rmq_reput_free(s->reput);
+  store_unshare(s);
   rmq_tcm_free(s->topics);
   rmq_com_free(s->offsets);
   rmq_cq_flush_service_free(s->cq_flush);
@@ -808,6 +876,7 @@ void rmq_store_close(rmq_store *s) {
   rmq_retired_destroy(&s->retired);
   rmq_transient_store_pool_free(s->pool);
   if (s->lock_fd >= 0) close(s->lock_fd);
+  pthread_mutex_destroy(&s->publish_mu);
   free(s->dir);
   free(s);
 }
@@ -979,6 +1048,8 @@ int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
 }
 
 int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err) {
+  int rc = rmq_store_refresh(s, err);
+  if (rc != RMQ_OK) return rc;
   return rmq_clean_forecast(s->clean, fn, ctx, err);
 }
 
@@ -1008,7 +1079,11 @@ int rmq_store_check_entry(rmq_store *s, const char *topic, int32_t queue_id, int
 }
 
 rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t queue_id) {
-  return rmq_cq_table_find(s->cqs, topic, queue_id);
+  refresh_quietly(s);
+  rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, topic, queue_id);
+  /* A queue the writer made since the last refresh's look at the directories. */
+  if (!cq && s->follower) cq = rmq_follower_open_queue(s->follower, topic, queue_id);
+  return cq;
 }
 
 int64_t rmq_store_min_offset(rmq_store *s) { return rmq_commitlog_min_offset(&s->commitlog); }
@@ -1018,7 +1093,8 @@ int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *er
   int n;
   *out = NULL;
   *count = 0;
-  int rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
+  int rc = rmq_store_refresh(s, err);
+  if (rc == RMQ_OK) rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
   if (rc != RMQ_OK) return rc;
   rmq_queue_info *info = malloc((size_t)(n ? n : 1) * sizeof *info);
   for (int i = 0; info && i < n; i++) {
@@ -1035,10 +1111,27 @@ int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *er
   return RMQ_OK;
 }
 
+/*
+** A read-only store's long poll: look, then sleep until the owner publishes
+** (the mark taken before the look, so that a publish during it wakes).
+*/
+static bool follow_wait_queue(rmq_store *s, const char *topic, int32_t queue_id,
+                              int64_t queue_offset, int64_t deadline_ms) {
+  for (;;) {
+    uint32_t mark = rmq_follower_mark(s->follower);
+    rmq_consume_queue *cq = rmq_store_find_queue(s, topic, queue_id);
+    if (cq && rmq_cq_max_offset(cq) > queue_offset) return true;
+    int64_t now = rmq_monotonic_ms();
+    if (deadline_ms <= now) return false;
+    rmq_follower_sleep(s->follower, mark, deadline_ms - now);
+  }
+}
+
 /* The queue's end is read after the dispatcher's offset, so a message dispatched in between
    is seen, not slept through. */
 bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int64_t queue_offset,
                           int64_t deadline_ms) {
+  if (s->follower) return follow_wait_queue(s, topic, queue_id, queue_offset, deadline_ms);
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return false;
   for (;;) {
@@ -1059,6 +1152,7 @@ int rmq_store_index_error(rmq_store *s, rmq_err *err) {
 }
 
 bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v) {
+  if (!after) refresh_quietly(s);
   return rmq_index_service_view(&s->index, after, v);
 }
 
@@ -1068,6 +1162,7 @@ int32_t rmq_index_view_items_end(const rmq_index_view *v, bool chain) {
 
 void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
                               int64_t min_store_time, unsigned flags) {
+  refresh_quietly(s);
   if (min_store_time > INT64_MIN) {
     int64_t seg = rmq_commitlog_segment_for_time(&s->commitlog, min_store_time);
     if (seg > from) from = seg;
@@ -1075,7 +1170,16 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
   rmq_cl_iter_start(it, &s->commitlog, from, to, flags);
 }
 
+/* A read-only store: what the owner dispatched of what its log holds now (follow.h). */
+static int follow_dispatched(rmq_store *s, rmq_err *err) {
+  int rc = rmq_follower_refresh(s->follower, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_follower_wait_dispatched(s->follower, RMQ_DISPATCH_WAIT_MS);
+  return rmq_follower_refresh(s->follower, err);
+}
+
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
+  if (s->follower) return follow_dispatched(s, err);
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
   /* With a transient store pool, what was acknowledged may still wait in a write buffer. */
@@ -1147,7 +1251,8 @@ int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_
   key_lookup k = {s, topic, key, strlen(topic), strlen(key)};
   rmq_index_match match = {record_matches, &k};
   *count = 0;
-  int rc = rmq_store_index_error(s, err);
+  int rc = rmq_store_refresh(s, err);
+  if (rc == RMQ_OK) rc = rmq_store_index_error(s, err);
   if (rc != RMQ_OK) return rc;
   return rmq_index_service_query_matching(&s->index, topic, k.topic_len, key, k.key_len, max, begin,
                                           end, &match, offsets, count, err);
