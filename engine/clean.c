@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "io.h"
 #include "service_thread.h"
+#include "shared_state.h"
 
 struct rmq_clean_service {
   const char *dir;
@@ -509,8 +510,9 @@ static void classify(forecast *f, const char *rel, rmq_file_info *info) {
        p = strtok_r(NULL, "/", &save)) {
     part[n++] = p;
   }
-  if (n == 1 &&
-      (strcmp(rel, "checkpoint") == 0 || strcmp(rel, "abort") == 0 || strcmp(rel, "lock") == 0)) {
+  /* The shared page (shared_state.h) coordinates the processes, as `lock` does. */
+  if (n == 1 && (strcmp(rel, "checkpoint") == 0 || strcmp(rel, "abort") == 0 ||
+                 strcmp(rel, "lock") == 0 || strcmp(rel, RMQ_SHARED_STATE_FILE) == 0)) {
     info->kind = strcmp(rel, "checkpoint") == 0 ? "checkpoint"
                  : strcmp(rel, "abort") == 0    ? "abort"
                                                 : "lock";

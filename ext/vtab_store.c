@@ -1237,11 +1237,11 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
   }
   int rc = store_ready(c->vt);
   if (rc != SQLITE_OK) return rc;
-  /* A read-only store reads what another process wrote since the last query. */
-  rmq_err err = {0};
-  if (rmq_store_refresh(c->vt->store, &err) != RMQ_OK) {
-    return rmqx_vtab_error(base->pVtab, "%s", err.msg);
-  }
+  /*
+  ** A read-only store reads what another process wrote since the last
+  ** query, as far as that process's dispatcher got (rmq_store_wait_dispatched).
+  */
+  if (rmq_store_config(c->vt->store)->readonly && (rc = wait_dispatched(c)) != SQLITE_OK) return rc;
   c->eof = false;
   filter_args a = {.limit = NULL};
   int i = 0;
