@@ -51,7 +51,7 @@ typedef struct rmq_consume_queue {
   _Atomic int64_t max_physic_offset; /* end (offset + size) of the last entry; -1: none */
   _Atomic int64_t min_logic_offset;  /* byte offset of the first valid entry */
   _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
-  char *damage; /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
+  char *damage;  /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
   bool followed; /* a reader's queue whose end rmq_cq_follow moves (under the store's refresh) */
 } rmq_consume_queue;
 

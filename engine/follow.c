@@ -242,8 +242,7 @@ rmq_consume_queue *rmq_follower_open_queue(rmq_follower *f, const char *topic, i
   rmq_err err = {0};
   rmq_shared_state *page = atomic_load(&f->page);
   int64_t bound = queue_bound(f, page ? rmq_shared_state_dispatched(page) : -1);
-  if (rmq_cq_table_find_or_create(f->cqs, topic, queue_id, &cq, &err) == RMQ_OK &&
-      !cq->followed) {
+  if (rmq_cq_table_find_or_create(f->cqs, topic, queue_id, &cq, &err) == RMQ_OK && !cq->followed) {
     /* Up to the log's end as this store knows it: the next refresh takes the rest. */
     int64_t end = rmq_commitlog_max_offset(f->cl);
     follow_queue(cq, bound < end ? bound : end, false, false, rmq_commitlog_min_offset(f->cl),

@@ -406,7 +406,8 @@ int rmq_mfq_follow_new(rmq_mapped_file_queue *q, int *added, rmq_err *err) {
   *added = 0;
   int rc = list_segments(q->dir, &names, &n, err);
   bool stop = false;
-  for (int i = 0; rc == RMQ_OK && !stop && i < n; i++) rc = follow_one(q, names[i], added, &stop, err);
+  for (int i = 0; rc == RMQ_OK && !stop && i < n; i++)
+    rc = follow_one(q, names[i], added, &stop, err);
   for (int i = 0; i < n; i++) free(names[i]);
   free(names);
   return rc;

@@ -25,7 +25,7 @@ struct rmq_reput_service {
   pthread_mutex_t schedule_mu; /* held while schedule_fn runs, so clearing it waits for a call */
   rmq_reput_schedule_fn schedule_fn;
   void *schedule_ctx;
-  pthread_mutex_t progress_mu; /* held while progress_fn runs, so that setting it waits for a call */
+  pthread_mutex_t progress_mu; /* held while progress_fn runs, as schedule_mu */
   rmq_reput_progress_fn progress_fn;
   void *progress_ctx;
 };

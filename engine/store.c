@@ -76,10 +76,11 @@ struct rmq_store {
   rmq_ha_service *ha;        /* a master's listener, NULL without ha_listen */
   rmq_ha_client *ha_client;  /* a slave's connection to its master */
   rmq_retired_files retired; /* deleted files that readers still hold */
-  rmq_shared_state *shared;  /* the owner's page for the other processes (shared_state.h) */
+  /* Several processes: the owner's page (shared_state.h), or a read-only store's follower. */
+  rmq_shared_state *shared;
   pthread_mutex_t publish_mu; /* the owner's publishes, in order */
   int64_t published;          /* the dispatched offset last published; under publish_mu */
-  rmq_follower *follower;     /* a read-only store follows the owner (follow.h) */
+  rmq_follower *follower;     /* follow.h */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[1536];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */

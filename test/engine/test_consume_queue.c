@@ -762,7 +762,6 @@ static void test_check_damage(void) {
   tu_rmrf(damaged);
 }
 
-
 /* -------------------------------------- a reader follows another writer */
 
 /* Stands for a writer in another process that has written offset and tagsCode but not the size. */

@@ -908,7 +908,6 @@ static void test_structure_check(void) {
   tu_rmrf(dir);
 }
 
-
 /* -------------------------------------- a reader follows another writer */
 
 static int follow(rmq_index_service *s) {
