@@ -930,7 +930,7 @@ static void test_follow(void) {
   CHECK_EQ_INT(query(&r, "T", "a0", 8, 0, INT64_MAX, out), 1);
   /* Items in the reader's file after it loaded, then in two new files (5 items each). */
   for (int i = 1; i < 12; i++) {
-    char key[8];
+    char key[16];
     snprintf(key, sizeof key, "a%d", i);
     CHECK_EQ_INT(build(&w, "T", 100 + 100 * i, 1700000000000 + i, key, NULL), RMQ_OK);
   }
