@@ -150,8 +150,10 @@ static int follow_log(rmq_follower *f, int64_t bound, bool identity, rmq_err *er
   int rc = rmq_mfq_follow_deleted(q, identity, &dropped, err);
   if (rc == RMQ_OK) rc = rmq_mfq_follow_new(q, &added, err);
   if (rc != RMQ_OK) return rc;
+  /* Even a page's offset goes only as far as the records are sound: the page may be stale. */
   int64_t end = rmq_mfq_max_offset(q);
-  int64_t target = bound >= 0 ? bound : scan_end(f->cl, end);
+  int64_t target = scan_end(f->cl, end);
+  if (bound >= 0 && bound < target) target = bound;
   if (target > end) set_end(q, target);
   return RMQ_OK;
 }
@@ -163,6 +165,8 @@ static int follow_queue(rmq_consume_queue *cq, int64_t bound, bool deleted, bool
                         int64_t min, rmq_err *err) {
   bool fresh = !cq->followed;
   int rc = RMQ_OK;
+  /* A queue the open found damaged ends at the damage until a repair rebuilds it. */
+  if (rmq_cq_damage(cq)) return RMQ_OK;
   if (fresh) {
     rmq_cq_follow_start(cq);
   } else if (deleted) {
@@ -190,7 +194,8 @@ static int follow_queues(rmq_follower *f, int64_t bound, bool deleted, bool iden
 
 /* The bound of consume-queue entries: the page's dispatched offset, else the log's end. */
 static int64_t queue_bound(rmq_follower *f, int64_t dispatched) {
-  return dispatched >= 0 ? dispatched : rmq_commitlog_max_offset(f->cl);
+  int64_t end = rmq_commitlog_max_offset(f->cl);
+  return dispatched >= 0 && dispatched < end ? dispatched : end;
 }
 
 static int refresh_locked(rmq_follower *f, rmq_err *err) {

@@ -66,6 +66,10 @@ static int map_page(const char *dir, bool writable, shared_page **out, rmq_err *
     rc = rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", path, strerror(errno));
   } else if (writable && st.st_size != PAGE_SIZE && rmq_io_ftruncate(fd, PAGE_SIZE) != 0) {
     rc = rmq_err_set(err, RMQ_EIO, "cannot size %s: %s", path, strerror(errno));
+  } else if (writable && rmq_io_fallocate(fd, 0, PAGE_SIZE) != 0 && errno != EOPNOTSUPP) {
+    /* Its block, now: a write to a sparse page on a full disk would raise SIGBUS. */
+    rc = rmq_err_set(err, errno == ENOSPC ? RMQ_EFULL : RMQ_EIO, "cannot allocate %s: %s", path,
+                     strerror(errno));
   } else if (writable || st.st_size == PAGE_SIZE) {
     void *m = rmq_io_mmap(fd, PAGE_SIZE, writable);
     if (m == MAP_FAILED) {
@@ -146,9 +150,7 @@ void rmq_shared_state_publish(rmq_shared_state *st, int64_t dispatched, int64_t 
 }
 
 uint32_t rmq_shared_state_seq(const rmq_shared_state *st) { return atomic_load(&st->page->seq); }
-int64_t rmq_shared_state_epoch(const rmq_shared_state *st) {
-  return atomic_load(&st->page->epoch);
-}
+int64_t rmq_shared_state_epoch(const rmq_shared_state *st) { return atomic_load(&st->page->epoch); }
 int64_t rmq_shared_state_dispatched(const rmq_shared_state *st) {
   return atomic_load(&st->page->dispatched);
 }
@@ -175,7 +177,8 @@ bool rmq_shared_state_wait(const rmq_shared_state *st, uint32_t seen, int timeou
   if (end.tv_nsec >= 1000000000L) end.tv_sec++, end.tv_nsec -= 1000000000L;
   while (atomic_load(&st->page->seq) == seen) {
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long long left = (long long)(end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
+    long long left = (long long)(end.tv_sec - now.tv_sec) * 1000000000LL +
+                     (end.tv_nsec - now.tv_nsec);
     if (left <= 0) return false;
     struct timespec ts = {(time_t)(left / 1000000000LL), (long)(left % 1000000000LL)};
     syscall(SYS_futex, &st->page->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
