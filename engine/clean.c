@@ -38,6 +38,8 @@ struct rmq_clean_service {
   bool stopping; /* under pause_mu */
   _Atomic int64_t runs;
   _Atomic int64_t files_deleted;
+  rmq_clean_deleted_fn deleted_fn; /* under pass_mu */
+  void *deleted_ctx;
 };
 
 /* ------------------------------------------------------------ the rule */
@@ -279,8 +281,16 @@ static int run_pass(rmq_clean_service *cs, bool manual, int *deleted, rmq_err *e
   if (*deleted > 0) set_disk_full(cs, rmq_io_disk_used_percent(cs->cl->mfq.dir));
   atomic_fetch_add(&cs->runs, 1);
   atomic_fetch_add(&cs->files_deleted, *deleted);
+  if (*deleted > 0 && cs->deleted_fn) cs->deleted_fn(cs->deleted_ctx);
   pthread_mutex_unlock(&cs->pass_mu);
   return rc;
+}
+
+void rmq_clean_on_deleted(rmq_clean_service *cs, rmq_clean_deleted_fn fn, void *ctx) {
+  pthread_mutex_lock(&cs->pass_mu);
+  cs->deleted_fn = fn;
+  cs->deleted_ctx = ctx;
+  pthread_mutex_unlock(&cs->pass_mu);
 }
 
 int rmq_clean_pass(rmq_clean_service *cs, int *deleted, rmq_err *err) {

@@ -69,6 +69,13 @@ int rmq_clean_pass(rmq_clean_service *cs, int *deleted, rmq_err *err);
 /* What the next periodic pass would do to each file under the store (rmq_store_files). */
 int rmq_clean_forecast(rmq_clean_service *cs, rmq_file_fn fn, void *ctx, rmq_err *err);
 
+/*
+** Call fn(ctx) at the end of each pass that deleted files: the owner of a
+** store tells the other processes, which let go of them. NULL fn: none.
+*/
+typedef void (*rmq_clean_deleted_fn)(void *ctx);
+void rmq_clean_on_deleted(rmq_clean_service *cs, rmq_clean_deleted_fn fn, void *ctx);
+
 /* Passes run and files deleted since the start. */
 void rmq_clean_counts(rmq_clean_service *cs, int64_t *runs, int64_t *files_deleted);
 

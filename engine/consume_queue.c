@@ -7,6 +7,7 @@
 #include "consume_queue.h"
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -29,12 +30,6 @@ static void entry_read(const uint8_t *p, rmq_cq_entry *e) {
   e->phy_offset = rmq_get64(p);
   e->size = rmq_get32(p + 8);
   e->tags_code = rmq_get64(p + 12);
-}
-
-static void entry_write(uint8_t *p, int64_t phy_offset, int32_t size, int64_t tags_code) {
-  rmq_put64(p, phy_offset);
-  rmq_put32(p + 8, size);
-  rmq_put64(p + 12, tags_code);
 }
 
 /* The end-of-data test of recover and truncation (CQ 112-122, 312-322). */
@@ -154,10 +149,25 @@ static int reserve_entries(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
   return rc;
 }
 
+/*
+** Append an entry that a reader in another process, which has no write
+** position of ours to go by, takes only whole: offset and tagsCode first,
+** then the size (4-byte aligned) with a release store; such a reader loads
+** the size with acquire and takes no entry of size 0 (rmq_cq_follow).
+*/
+static bool append_entry(rmq_mapped_file *mf, int64_t phy_offset, int32_t size, int64_t tags_code) {
+  int32_t pos = rmq_mapped_file_wrote(mf);
+  if (UNIT > mf->file_size - pos) return false;
+  uint8_t *p = mf->mapped + pos;
+  rmq_put64(p, phy_offset);
+  rmq_put64(p + 12, tags_code);
+  __atomic_store_n((uint32_t *)(p + 8), htobe32((uint32_t)size), __ATOMIC_RELEASE);
+  rmq_mapped_file_advance(mf, UNIT);
+  return true;
+}
+
 static void fill_pre_blank(rmq_mapped_file *mf, int32_t until) {
-  uint8_t blank[UNIT];
-  entry_write(blank, 0, RMQ_CQ_PRE_BLANK_SIZE, 0);
-  for (int32_t i = 0; i < until; i += UNIT) rmq_mapped_file_append(mf, blank, UNIT);
+  for (int32_t i = 0; i < until; i += UNIT) append_entry(mf, 0, RMQ_CQ_PRE_BLANK_SIZE, 0);
 }
 
 int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t tags_code,
@@ -197,9 +207,7 @@ int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t 
     /* RocketMQ logs a gap and still appends at the tail (CQ 506-525). */
     if (expect > current) atomic_fetch_add(&cq->logic_gaps, 1);
   }
-  uint8_t unit[UNIT];
-  entry_write(unit, phy_offset, size, tags_code);
-  if (!rmq_mapped_file_append(mf, unit, UNIT)) {
+  if (!append_entry(mf, phy_offset, size, tags_code)) {
     return rmq_err_set(err, RMQ_ECORRUPT, "no room for an entry at position %d of %s",
                        (int)rmq_mapped_file_wrote(mf), mf->path);
   }
@@ -495,6 +503,100 @@ int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_
   }
   pthread_rwlock_unlock(&q->lock);
   atomic_store(&cq->max_physic_offset, prev);
+  return rc;
+}
+
+/* ------------------------------------------------------------ following */
+
+/* The size field of the entry at p, loaded with acquire: 0 while its writer has not finished it. */
+static int32_t entry_size_acquire(const uint8_t *p) {
+  return (int32_t)be32toh(__atomic_load_n((const uint32_t *)(p + 8), __ATOMIC_ACQUIRE));
+}
+
+/*
+** The entries of mf from pos on that are whole and whose record ends by
+** bound (fillers always): where they end. Sets max_physic_offset.
+*/
+static int32_t follow_entries(rmq_consume_queue *cq, rmq_mapped_file *mf, int32_t pos,
+                              int64_t bound) {
+  for (; pos + UNIT <= mf->file_size; pos += UNIT) {
+    const uint8_t *p = mf->mapped + pos;
+    rmq_cq_entry e = {.size = entry_size_acquire(p)};
+    if (e.size == 0) break;
+    e.phy_offset = rmq_get64(p);
+    e.tags_code = rmq_get64(p + 12);
+    if (entry_pre_blank(&e)) continue;
+    if (!entry_valid(&e) || e.phy_offset + e.size > bound) break;
+    atomic_store(&cq->max_physic_offset, e.phy_offset + e.size);
+  }
+  return pos;
+}
+
+/* The held segment holding the queue's end: the first that is not full, or the last; NULL: none. */
+static rmq_mapped_file *end_file(rmq_consume_queue *cq) {
+  rmq_mapped_file_queue *q = &cq->mfq;
+  rmq_mapped_file *mf = NULL;
+  pthread_rwlock_rdlock(&q->lock);
+  int i = q->count - 1;
+  while (i > 0 && rmq_mapped_file_read_position(q->files[i - 1]) < q->files[i - 1]->file_size) i--;
+  if (i >= 0 && rmq_mapped_file_hold(q->files[i])) mf = q->files[i];
+  pthread_rwlock_unlock(&q->lock);
+  return mf;
+}
+
+/* A reader's queue that had no segment takes the size of the first one it follows. */
+static int adopt_file_size(rmq_consume_queue *cq, rmq_err *err) {
+  int32_t size = cq->mfq.file_size;
+  if (size == cq->file_size) return RMQ_OK;
+  if (size % UNIT != 0) {
+    return rmq_err_set(err, RMQ_ECORRUPT,
+                       "consume queue files in %s are %d bytes, not a whole number of %d-byte "
+                       "entries",
+                       cq->mfq.dir, (int)size, UNIT);
+  }
+  cq->file_size = size;
+  return RMQ_OK;
+}
+
+void rmq_cq_follow_start(rmq_consume_queue *cq) {
+  rmq_mapped_file_queue *q = &cq->mfq;
+  pthread_rwlock_rdlock(&q->lock);
+  /* Where ConsumeQueue.recover starts: the third segment from the end. */
+  for (int i = q->count > 3 ? q->count - 3 : 0; i < q->count; i++) {
+    rmq_mapped_file_set_positions(q->files[i], 0);
+  }
+  pthread_rwlock_unlock(&q->lock);
+  cq->followed = true;
+}
+
+int rmq_cq_follow(rmq_consume_queue *cq, int64_t bound, rmq_err *err) {
+  int rc = RMQ_OK;
+  rmq_mapped_file *mf = end_file(cq);
+  while (rc == RMQ_OK) {
+    if (mf) {
+      int32_t pos = rmq_mapped_file_read_position(mf);
+      int32_t end = follow_entries(cq, mf, pos, bound);
+      if (end > pos) rmq_mapped_file_set_positions(mf, end);
+      int64_t next = mf->file_from_offset + mf->file_size;
+      bool full = end == mf->file_size;
+      rmq_mapped_file_release(mf);
+      if (!full) break;
+      if ((mf = rmq_mfq_find(&cq->mfq, next)) != NULL) continue;
+    }
+    int added;
+    rc = rmq_mfq_follow_new(&cq->mfq, &added, err);
+    if (rc != RMQ_OK || added == 0) break;
+    rc = adopt_file_size(cq, err);
+    mf = rc == RMQ_OK ? end_file(cq) : NULL;
+  }
+  return rc;
+}
+
+int rmq_cq_follow_deleted(rmq_consume_queue *cq, bool identity, int64_t phy_min_offset,
+                          rmq_err *err) {
+  int dropped;
+  int rc = rmq_mfq_follow_deleted(&cq->mfq, identity, &dropped, err);
+  if (rc == RMQ_OK) rmq_cq_correct_min_offset(cq, phy_min_offset);
   return rc;
 }
 

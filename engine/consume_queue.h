@@ -51,7 +51,8 @@ typedef struct rmq_consume_queue {
   _Atomic int64_t max_physic_offset; /* end (offset + size) of the last entry; -1: none */
   _Atomic int64_t min_logic_offset;  /* byte offset of the first valid entry */
   _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
-  char *damage; /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
+  char *damage;  /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
+  bool followed; /* a reader's queue whose end rmq_cq_follow moves (under the store's refresh) */
 } rmq_consume_queue;
 
 /*
@@ -127,6 +128,24 @@ int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_
                           int64_t *redispatch_from, rmq_err *err);
 /* correctMinOffset: min := the first entry at >= phy_min_offset, in whichever segment. */
 void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset);
+
+/*
+** A read-only queue follows a writer in another process (rmq_store_refresh).
+** rmq_cq_follow_start: a queue opened while following (its segments loaded
+** "full") goes back to where ConsumeQueue.recover starts, for rmq_cq_follow
+** to find its end. rmq_cq_follow moves the end on over the entries written
+** since: each taken only when the acquire load of its size (which the
+** writer stores last, with release) is not 0 and its record ends by bound;
+** into the segments that follow (opened as they appear). rmq_cq_follow_deleted
+** lets go of the segments the writer deleted (and, with identity, of those
+** made again: rmq_mfq_follow_deleted), then correct_min_offset. Errors as
+** rmq_mfq_follow_new; RMQ_ECORRUPT when the first segment of a queue that
+** had none is no whole number of entries.
+*/
+void rmq_cq_follow_start(rmq_consume_queue *cq);
+int rmq_cq_follow(rmq_consume_queue *cq, int64_t bound, rmq_err *err);
+int rmq_cq_follow_deleted(rmq_consume_queue *cq, bool identity, int64_t phy_min_offset,
+                          rmq_err *err);
 
 /* rmq_cq_min_offset and rmq_cq_max_offset are public (rmq.h); the end of the last entry: */
 int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq);

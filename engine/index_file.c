@@ -64,15 +64,63 @@ static void slot_store(uint8_t *p, int32_t v) {
   __atomic_store_n((uint32_t *)p, htobe32((uint32_t)v), __ATOMIC_RELEASE);
 }
 
+/*
+** The header's fields are read by readers in other processes while the
+** writer moves them (rmq_index_service_follow): aligned atomic accesses,
+** indexCount stored last with release and loaded first with acquire, so
+** that a reader that sees a count sees the items and slots before it.
+*/
+static void header_put64(uint8_t *p, int64_t v) {
+  __atomic_store_n((uint64_t *)p, htobe64((uint64_t)v), __ATOMIC_RELAXED);
+}
+static int64_t header_get64(const uint8_t *p) {
+  return (int64_t)be64toh(__atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED));
+}
+static int32_t header_count_acquire(const uint8_t *h) {
+  return (int32_t)be32toh(__atomic_load_n((const uint32_t *)(h + 36), __ATOMIC_ACQUIRE));
+}
+
 /* IH updateByteBuffer: the in-memory header into the mapping. */
 static void header_write(rmq_index_file *f) {
   uint8_t *h = f->mf->mapped;
-  rmq_put64(h, atomic_load(&f->begin_timestamp));
-  rmq_put64(h + 8, atomic_load(&f->end_timestamp));
-  rmq_put64(h + 16, atomic_load(&f->begin_phy_offset));
-  rmq_put64(h + 24, atomic_load(&f->end_phy_offset));
-  rmq_put32(h + 32, atomic_load(&f->hash_slot_count));
-  rmq_put32(h + 36, atomic_load(&f->index_count));
+  header_put64(h, atomic_load(&f->begin_timestamp));
+  header_put64(h + 8, atomic_load(&f->end_timestamp));
+  header_put64(h + 16, atomic_load(&f->begin_phy_offset));
+  header_put64(h + 24, atomic_load(&f->end_phy_offset));
+  __atomic_store_n((uint32_t *)(h + 32), htobe32((uint32_t)atomic_load(&f->hash_slot_count)),
+                   __ATOMIC_RELAXED);
+  __atomic_store_n((uint32_t *)(h + 36), htobe32((uint32_t)atomic_load(&f->index_count)),
+                   __ATOMIC_RELEASE);
+}
+
+/*
+** A reader's file that a writer in another process adds to: take the
+** header as it is now, indexCount first (header_write).
+*/
+static void index_file_follow(rmq_index_file *f) {
+  const uint8_t *h = f->mf->mapped;
+  int32_t count = header_count_acquire(h);
+  if (count <= atomic_load(&f->index_count) || count > f->index_num) return;
+  atomic_store(&f->begin_timestamp, header_get64(h));
+  atomic_store(&f->end_timestamp, header_get64(h + 8));
+  atomic_store(&f->begin_phy_offset, header_get64(h + 16));
+  atomic_store(&f->end_phy_offset, header_get64(h + 24));
+  atomic_store(&f->hash_slot_count,
+               (int32_t)be32toh(__atomic_load_n((const uint32_t *)(h + 32), __ATOMIC_RELAXED)));
+  atomic_store(&f->index_count, count);
+}
+
+/*
+** The items a look-up may follow: a reader's file may have grown in
+** another process since its last refresh, and a slot read (with acquire)
+** may name an item its count does not show yet: the header read after the
+** slot does.
+*/
+static int32_t select_count(rmq_index_file *f) {
+  int32_t n = atomic_load(&f->index_count);
+  if (f->mf->writable) return n;
+  int32_t live = header_count_acquire(f->mf->mapped);
+  return live > n && live <= f->index_num ? live : n;
 }
 
 static int index_file_map(const char *path, int32_t slot_num, int32_t index_num, bool create,
@@ -442,7 +490,7 @@ static void index_file_select(rmq_index_file *f, int32_t key_hash, int max_num, 
                               int64_t end, const rmq_index_match *match, int64_t *out, int *count,
                               int32_t *damaged) {
   int32_t k = slot_load(slot_at(f, key_hash));
-  int32_t index_count = atomic_load(&f->index_count);
+  int32_t index_count = select_count(f);
   if (k <= 0 || k > index_count || index_count <= 1) return;
   int64_t file_begin = atomic_load(&f->begin_timestamp);
   /* The slot's acquire made item k and everything it chains to visible. */
@@ -1124,4 +1172,55 @@ bool rmq_index_view_item(const rmq_index_view *v, int32_t k, rmq_index_item *out
   out->time_diff = rmq_get32(item + 12);
   out->prev_index = rmq_get32(item + 16);
   return true;
+}
+
+/* ------------------------------------------------------------ following */
+
+static bool name_listed(char **names, int n, const char *name) {
+  return bsearch(&name, names, (size_t)n, sizeof *names, cmp_names) != NULL;
+}
+
+/* Is the file at its name still the one mapped? */
+static bool same_file(const rmq_mapped_file *mf) {
+  struct stat st;
+  return stat(mf->path, &st) == 0 && st.st_dev == mf->dev && st.st_ino == mf->ino;
+}
+
+/* Let go of the files whose names are gone (or hold other files, with identity); with the lock. */
+static void follow_deleted(rmq_index_service *s, char **names, int n, bool identity) {
+  int kept = 0;
+  for (int i = 0; i < s->count; i++) {
+    rmq_index_file *f = s->files[i];
+    if (name_listed(names, n, base_name(rmq_index_file_path(f))) &&
+        (!identity || same_file(f->mf))) {
+      s->files[kept++] = f;
+      continue;
+    }
+    rmq_retired_let_go(s->retired, f->mf);
+    free(f);
+  }
+  s->count = kept;
+}
+
+int rmq_index_service_follow(rmq_index_service *s, bool identity, rmq_err *err) {
+  char **names;
+  int n;
+  int rc = list_index_names(s->dir, &names, &n, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_rwlock_wrlock(&s->lock);
+  follow_deleted(s, names, n, identity);
+  const char *newest = s->count ? base_name(rmq_index_file_path(s->files[s->count - 1])) : NULL;
+  char last[INDEX_NAME_LEN + 1] = "";
+  if (newest) snprintf(last, sizeof last, "%s", newest);
+  /* A file that holds no item yet is skipped by load_one, and tried again next time. */
+  for (int i = 0; rc == RMQ_OK && i < n; i++) {
+    if (strcmp(names[i], last) > 0) rc = load_one(s, names[i], true, i == n - 1, false, err);
+  }
+  for (int i = 0; i < s->count; i++) {
+    if (!rmq_index_file_is_full(s->files[i])) index_file_follow(s->files[i]);
+  }
+  pthread_rwlock_unlock(&s->lock);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
 }

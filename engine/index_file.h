@@ -327,6 +327,17 @@ int rmq_index_service_count(rmq_index_service *s);
 bool rmq_index_service_file_info(rmq_index_service *s, int i, rmq_index_header *header,
                                  char name[18]);
 
+/*
+** A read-only service follows a writer in another process (rmq_store_refresh):
+** it lets go (rmq_retired_let_go) of the files whose names are gone (expiry)
+** and, with identity, of those whose names hold other files now (a new
+** owner's recovery made them again); loads the files newer than its newest
+** (as rmq_index_service_load does read-only); and takes the headers of the
+** files not full as they are now (indexCount, which the writer stores last
+** with release, first). Errors: RMQ_EIO (listing), those of loading a file.
+*/
+int rmq_index_service_follow(rmq_index_service *s, bool identity, rmq_err *err);
+
 /* The reader's view (rmq_index_view) is public: rmq.h. */
 bool rmq_index_service_view(rmq_index_service *s, const char *after, rmq_index_view *v);
 

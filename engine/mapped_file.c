@@ -238,13 +238,23 @@ static void retired_collect(rmq_retired_files *r, rmq_mapped_file *mf) {
   pthread_mutex_unlock(&r->mu);
 }
 
-void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf) {
+static void retire(rmq_retired_files *r, rmq_mapped_file *mf, bool unlink_file) {
   pthread_mutex_lock(&r->mu);
   /* Without room to watch it, the file is still unlinked at its last release. */
   retired_push(r, mf);
   pthread_mutex_unlock(&r->mu);
   /* Drops the owner's hold; without readers that leaves the list's, which collects it now. */
-  rmq_mapped_file_shutdown(mf, true);
+  rmq_mapped_file_shutdown(mf, unlink_file);
+}
+
+void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf) { retire(r, mf, true); }
+
+void rmq_retired_let_go(rmq_retired_files *r, rmq_mapped_file *mf) {
+  if (r) {
+    retire(r, mf, false);
+  } else {
+    rmq_mapped_file_shutdown(mf, false);
+  }
 }
 
 int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms) {

@@ -126,6 +126,12 @@ void rmq_retired_init(rmq_retired_files *r);
 void rmq_retired_destroy(rmq_retired_files *r);
 /* Shut mf down for unlinking; when readers hold it, watch it until they let go. */
 void rmq_retired_add(rmq_retired_files *r, rmq_mapped_file *mf);
+/*
+** A read-only store lets go of a file that a writer in another process
+** deleted: as rmq_retired_add, but nothing is unlinked (the reader never
+** changes the store's files). r may be NULL: then it is shut down at once.
+*/
+void rmq_retired_let_go(rmq_retired_files *r, rmq_mapped_file *mf);
 /* Free the files nobody holds; revoke those held past grace_ms. Returns how many still wait. */
 int rmq_retired_reap(rmq_retired_files *r, int64_t grace_ms);
 int rmq_retired_count(rmq_retired_files *r);

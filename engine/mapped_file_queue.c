@@ -355,3 +355,86 @@ bool rmq_mfq_delete_first(rmq_mapped_file_queue *q) {
   pthread_rwlock_unlock(&q->lock);
   return done;
 }
+
+/* ------------------------------------------------------------ following */
+
+/* Does the segment's name still hold the file it mapped? */
+static bool same_file(const rmq_mapped_file *mf) {
+  struct stat st;
+  return stat(mf->path, &st) == 0 && st.st_dev == mf->dev && st.st_ino == mf->ino;
+}
+
+/*
+** Open segment `name` after the queue's last one when it follows it and is
+** sized (a writer creates a file at 0 bytes, then sizes it); *stop when it
+** ends what can be followed now. The first segment of an empty queue gives
+** the segment size.
+*/
+static int follow_one(rmq_mapped_file_queue *q, const char *name, int *added, bool *stop,
+                      rmq_err *err) {
+  char path[4096];
+  int64_t from;
+  snprintf(path, sizeof path, "%s/%s", q->dir, name);
+  rmq_file_name_parse(name, &from);
+  pthread_rwlock_rdlock(&q->lock);
+  int count = q->count;
+  int64_t expect = count ? q->files[count - 1]->file_from_offset + q->file_size : from;
+  pthread_rwlock_unlock(&q->lock);
+  if (from < expect) return RMQ_OK;
+  int64_t len = file_length(path);
+  int32_t size = count ? q->file_size : (len > 0 && len <= INT32_MAX ? (int32_t)len : 0);
+  *stop = from != expect || len <= 0 || size == 0 || from < 0 || from > RMQ_MAX_LOG_OFFSET - size;
+  if (*stop) return RMQ_OK;
+  rmq_mapped_file *mf;
+  int rc = rmq_mapped_file_open(path, from, size, false, false, &mf, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_rwlock_wrlock(&q->lock);
+  if (q->count == 0) q->file_size = size;
+  rc = mfq_push(q, mf, err);
+  pthread_rwlock_unlock(&q->lock);
+  if (rc != RMQ_OK) {
+    rmq_mapped_file_shutdown(mf, false);
+    return rc;
+  }
+  (*added)++;
+  return RMQ_OK;
+}
+
+int rmq_mfq_follow_new(rmq_mapped_file_queue *q, int *added, rmq_err *err) {
+  char **names;
+  int n;
+  *added = 0;
+  int rc = list_segments(q->dir, &names, &n, err);
+  bool stop = false;
+  for (int i = 0; rc == RMQ_OK && !stop && i < n; i++)
+    rc = follow_one(q, names[i], added, &stop, err);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
+int rmq_mfq_follow_deleted(rmq_mapped_file_queue *q, bool identity, int *dropped, rmq_err *err) {
+  char **names;
+  int n;
+  *dropped = 0;
+  int rc = list_segments(q->dir, &names, &n, err);
+  if (rc != RMQ_OK) return rc;
+  int64_t first = INT64_MAX;
+  if (n > 0) rmq_file_name_parse(names[0], &first);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  pthread_rwlock_wrlock(&q->lock);
+  int gone = 0, keep_to = q->count;
+  while (gone < q->count && q->files[gone]->file_from_offset < first) gone++;
+  for (int i = gone; identity && i < keep_to; i++) {
+    if (!same_file(q->files[i])) keep_to = i;
+  }
+  for (int i = q->count - 1; i >= keep_to; i--) rmq_retired_let_go(q->retired, q->files[i]);
+  for (int i = 0; i < gone && i < keep_to; i++) rmq_retired_let_go(q->retired, q->files[i]);
+  int kept = keep_to > gone ? keep_to - gone : 0;
+  if (kept > 0) memmove(q->files, q->files + gone, (size_t)kept * sizeof *q->files);
+  *dropped = q->count - kept;
+  q->count = kept;
+  pthread_rwlock_unlock(&q->lock);
+  return RMQ_OK;
+}

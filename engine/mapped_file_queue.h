@@ -108,4 +108,21 @@ void rmq_mfq_truncate_dirty(rmq_mapped_file_queue *q, int64_t offset);
 */
 bool rmq_mfq_delete_first(rmq_mapped_file_queue *q);
 
+/*
+** A read-only queue follows the files a writer in another process makes and
+** deletes (rmq_store_refresh). rmq_mfq_follow_new opens the segments that
+** follow its last one (all of them when it has none, the segment size then
+** taken off the first) at position 0, for the caller to move as it finds
+** data; a file not sized yet (a writer creates it empty, then sizes it) or
+** not following the last one ends them; *added says how many.
+** rmq_mfq_follow_deleted lets go (rmq_retired_let_go: nothing is unlinked)
+** of the leading segments whose files are gone (expiry) and, with identity,
+** of every segment from the first whose name holds another file now (a new
+** owner's recovery made it again), for follow_new to open again; *dropped
+** says how many. Errors: RMQ_EIO (listing), RMQ_ECORRUPT and RMQ_EIO as
+** rmq_mapped_file_open, RMQ_ENOMEM.
+*/
+int rmq_mfq_follow_new(rmq_mapped_file_queue *q, int *added, rmq_err *err);
+int rmq_mfq_follow_deleted(rmq_mapped_file_queue *q, bool identity, int *dropped, rmq_err *err);
+
 #endif

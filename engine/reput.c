@@ -25,6 +25,9 @@ struct rmq_reput_service {
   pthread_mutex_t schedule_mu; /* held while schedule_fn runs, so clearing it waits for a call */
   rmq_reput_schedule_fn schedule_fn;
   void *schedule_ctx;
+  pthread_mutex_t progress_mu; /* held while progress_fn runs, as schedule_mu */
+  rmq_reput_progress_fn progress_fn;
+  void *progress_ctx;
 };
 
 static bool is_type(int32_t sys_flag, int32_t type) {
@@ -151,16 +154,32 @@ static int64_t reput_segment(rmq_reput_service *r, int64_t offset, bool *stop) {
   return offset + (int64_t)pos;
 }
 
+void rmq_reput_on_progress(rmq_reput_service *r, rmq_reput_progress_fn fn, void *ctx) {
+  pthread_mutex_lock(&r->progress_mu);
+  r->progress_fn = fn;
+  r->progress_ctx = ctx;
+  pthread_mutex_unlock(&r->progress_mu);
+}
+
+static void tell_progress(rmq_reput_service *r, int64_t offset) {
+  pthread_mutex_lock(&r->progress_mu);
+  if (r->progress_fn) r->progress_fn(r->progress_ctx, offset);
+  pthread_mutex_unlock(&r->progress_mu);
+}
+
 static void do_reput(rmq_reput_service *r) {
   int64_t offset = atomic_load(&r->reput_from_offset);
   int64_t min = rmq_commitlog_min_offset(r->cl);
   if (offset < min) offset = min;
+  int64_t start = offset;
   bool stop = false;
   while (!stop && !atomic_load(&r->failed) && offset < rmq_commitlog_max_offset(r->cl)) {
     int64_t next = reput_segment(r, offset, &stop);
     if (next != offset) publish(r, next);
     offset = next;
   }
+  /* Once per pass: other processes are told with a system call. */
+  if (offset != start) tell_progress(r, offset);
 }
 
 /*
@@ -204,6 +223,7 @@ rmq_reput_service *rmq_reput_new(rmq_commitlog *cl, rmq_cq_table *cqs, rmq_index
   r->cp = cp;
   pthread_mutex_init(&r->mu, NULL);
   pthread_mutex_init(&r->schedule_mu, NULL);
+  pthread_mutex_init(&r->progress_mu, NULL);
   rmq_cond_init_monotonic(&r->progress);
   rmq_service_thread_init(&r->thread, "ReputMessageService", reput_run, r);
   return r;
@@ -220,6 +240,7 @@ void rmq_reput_free(rmq_reput_service *r) {
   pthread_cond_destroy(&r->progress);
   pthread_mutex_destroy(&r->mu);
   pthread_mutex_destroy(&r->schedule_mu);
+  pthread_mutex_destroy(&r->progress_mu);
   free(r);
 }
 

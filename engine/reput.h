@@ -64,6 +64,15 @@ int64_t rmq_reput_wait_progress(rmq_reput_service *r, int64_t seen, int timeout_
 typedef void (*rmq_reput_schedule_fn)(void *ctx);
 void rmq_reput_on_schedule(rmq_reput_service *r, rmq_reput_schedule_fn fn, void *ctx);
 
+/*
+** Call fn(ctx, offset) after each dispatch pass that moved the dispatched
+** offset, with the offset reached: the owner of a store tells the other
+** processes (shared_state.h). May be called while the dispatcher runs;
+** NULL fn: none.
+*/
+typedef void (*rmq_reput_progress_fn)(void *ctx, int64_t dispatched);
+void rmq_reput_on_progress(rmq_reput_service *r, rmq_reput_progress_fn fn, void *ctx);
+
 /* Records the dispatcher skipped as invalid (a damaged store), for stats. */
 int64_t rmq_reput_skipped(rmq_reput_service *r);
 

@@ -649,8 +649,10 @@ int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queu
 /*
 ** Long polling, as RocketMQ holds a pull request: sleep until the queue
 ** (topic, queue_id) holds an entry at queue_offset or later (true), or the
-** monotonic clock reaches deadline_ms (false). False at once for a
-** read-only store, where nothing arrives.
+** monotonic clock reaches deadline_ms (false). A read-only store whose
+** writer runs in another process sleeps on the writer's shared page and
+** refreshes at each wake-up (rmq_store_refresh); without a page it looks
+** again every few tens of ms.
 */
 bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int64_t queue_offset,
                           int64_t deadline_ms);
@@ -660,13 +662,27 @@ bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int
 ** into the consume queues and index files, at most RMQ_DISPATCH_WAIT_MS,
 ** so that a reader sees every message whose put returned before it started;
 ** with transient_store_pool it first commits what the write buffers hold.
-** RMQ_OK at once for a read-only store (the files are what they are).
+** A read-only store refreshes (rmq_store_refresh) and, when an owner of
+** ours runs, waits for its dispatcher to reach the complete records the log
+** holds now.
 ** RMQ_ETIMEOUT: the dispatcher did not get there in time. RMQ_EPOISONED:
 ** dispatch stopped after a failed write (the message says why). RMQ_EIO: the
 ** commit failed (the store then refuses writes until it is reopened).
 */
 #define RMQ_DISPATCH_WAIT_MS 30000
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err);
+
+/*
+** A read-only store written by another process (a store of ours whose
+** owner runs, or a broker's): bring what it reads up to what the files hold
+** now: new commit-log segments and the log's end, new consume-queue entries,
+** segments and queues, new index files and items, and the files the writer
+** deleted let go (see follow.h for what is trusted). The reads of the store
+** call it themselves; it costs one atomic load when the owner published
+** nothing since the last one. RMQ_OK at once for a writable store. Errors:
+** RMQ_EIO, RMQ_ECORRUPT (a new file that does not load), RMQ_ENOMEM.
+*/
+int rmq_store_refresh(rmq_store *s, rmq_err *err);
 
 /* ------------------------------------------------------- consumer groups */
 

@@ -64,10 +64,11 @@ static int map_page(const char *dir, bool writable, shared_page **out, rmq_err *
   int rc = RMQ_OK;
   if (fstat(fd, &st) != 0) {
     rc = rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", path, strerror(errno));
-  } else if (writable && ((st.st_size > PAGE_SIZE && rmq_io_ftruncate(fd, PAGE_SIZE) != 0) ||
-                          rmq_io_fallocate(fd, 0, PAGE_SIZE) != 0)) {
-    /* Blocks taken now: a write to a mapped hole on a full disk is SIGBUS. */
-    rc = rmq_err_set(err, errno == ENOSPC ? RMQ_EFULL : RMQ_EIO, "cannot size %s: %s", path,
+  } else if (writable && st.st_size != PAGE_SIZE && rmq_io_ftruncate(fd, PAGE_SIZE) != 0) {
+    rc = rmq_err_set(err, RMQ_EIO, "cannot size %s: %s", path, strerror(errno));
+  } else if (writable && rmq_io_fallocate(fd, 0, PAGE_SIZE) != 0 && errno != EOPNOTSUPP) {
+    /* Its block, now: a write to a sparse page on a full disk would raise SIGBUS. */
+    rc = rmq_err_set(err, errno == ENOSPC ? RMQ_EFULL : RMQ_EIO, "cannot allocate %s: %s", path,
                      strerror(errno));
   } else if (writable || st.st_size == PAGE_SIZE) {
     void *m = rmq_io_mmap(fd, PAGE_SIZE, writable);

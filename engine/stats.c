@@ -67,6 +67,8 @@ static void retention_stats(rmq_store *s, rmq_stats *st) {
 
 int rmq_store_stats(rmq_store *s, rmq_stats *st, rmq_err *err) {
   memset(st, 0, sizeof *st);
+  int refreshed = rmq_store_refresh(s, err);
+  if (refreshed != RMQ_OK) return refreshed;
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_index_service *index = rmq_store_index(s);
   int rc = count_queues(s, st, err);

@@ -37,6 +37,7 @@
 #include "consume_queue.h"
 #include "consumer_offset.h"
 #include "flush.h"
+#include "follow.h"
 #include "ha_client.h"
 #include "ha_service.h"
 #include "ha_wire.h"
@@ -50,6 +51,7 @@
 #include "shared_state.h"
 #include "reput.h"
 #include "service_thread.h"
+#include "shared_state.h"
 #include "topic_config.h"
 
 /* How long open waits for the dispatcher to catch up with the recovered log. */
@@ -57,19 +59,19 @@
 
 struct rmq_store {
   char *dir;
-  rmq_config cfg;      /* readonly set for a follower: this process's view of the files */
+  rmq_config cfg;      /* readonly set when via_owner: this process's view of the files */
   rmq_config user_cfg; /* what the opener asked for (rmq_store_config) */
   int lock_fd;
   /*
-  ** A follower opened the store for writing while another process runs its
-  ** services: it reads the files as a read-only store does and sends what
-  ** it writes to that process, the owner (owner_link.h).
+  ** Opened for writing while another process ran the services (a follower
+  ** of the owner): this process reads the files as a read-only store does
+  ** and sends what it writes to the owner (owner_link.h), or, once it took
+  ** the services over, to the owner it opened in itself.
   */
-  bool follower;
-  rmq_owner_link *link;          /* a follower's way to the owner */
-  _Atomic int64_t put_end;       /* a follower's last put's end: its reads wait for its dispatch */
-  rmq_remoting_server *server;   /* an owner's listener for the followers */
-  rmq_shared_state *page;        /* an owner's page (shared_state.h) */
+  bool via_owner;
+  rmq_owner_link *link;             /* via_owner: the way to the owner */
+  rmq_remoting_server *server;      /* the owner's listener for the other processes */
+  char socket[RMQ_REMOTE_NAME_MAX]; /* its name, which the shared page gives */
   bool last_exit_ok;
   rmq_checkpoint checkpoint;
   rmq_commitlog commitlog;
@@ -89,6 +91,11 @@ struct rmq_store {
   rmq_ha_service *ha;        /* a master's listener, NULL without ha_listen */
   rmq_ha_client *ha_client;  /* a slave's connection to its master */
   rmq_retired_files retired; /* deleted files that readers still hold */
+  /* Several processes: the owner's page (shared_state.h), or a read-only store's follower. */
+  rmq_shared_state *shared;
+  pthread_mutex_t publish_mu; /* the owner's publishes, in order */
+  int64_t published;          /* the dispatched offset last published; under publish_mu */
+  rmq_follower *follow;       /* a read-only view following the files (follow.h) */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[1536];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
@@ -344,7 +351,7 @@ static int take_lock(rmq_store *s, lock_mode mode, rmq_err *err) {
     if (mode == LOCK_OWNER || (errno != EAGAIN && errno != EACCES)) {
       return lock_refused(s, path, "run by another process", err);
     }
-    s->follower = true;
+    s->via_owner = true;
     return RMQ_OK;
   }
   if (rmq_io_pwrite(s->lock_fd, "lock", 4, 0) != 4 || rmq_io_fsync(s->lock_fd) != 0) {
@@ -703,7 +710,7 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
   }
   rc = check_file_types(s, err);
   if (rc == RMQ_OK && writable) rc = take_lock(s, may_follow ? LOCK_WRITER : LOCK_OWNER, err);
-  if (rc == RMQ_OK && s->follower) {
+  if (rc == RMQ_OK && s->via_owner) {
     /* Another process runs the services: this one reads the files as a reader does. */
     s->cfg.readonly = true;
     writable = false;
@@ -718,7 +725,7 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
                                      err);
     if (!s->clean) rc = err->code;
   }
-  if (rc != RMQ_OK || !writable) return rc == RMQ_OK && s->follower ? start_follower(s, err) : rc;
+  if (rc != RMQ_OK || !writable) return rc == RMQ_OK && s->via_owner ? start_follower(s, err) : rc;
   rc = start_ha_service(s, err);
   if (rc == RMQ_OK) rc = start_services(s, err);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
@@ -732,12 +739,69 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
   return rc == RMQ_OK ? start_server(s, err) : rc;
 }
 
-/* may_follow false: RMQ_ELOCKED when another process runs the services (a take-over lost). */
-/* How often a follower's open starts again when a file it listed went away under it. */
+/* ------------------------------------------------- several processes */
+
+/*
+** The owner tells the other processes how far it dispatched and where the
+** log starts (shared_state.h). The dispatcher and the clean service both
+** publish: the offset never goes back.
+*/
+static void publish_progress(void *ctx, int64_t dispatched) {
+  rmq_store *s = ctx;
+  pthread_mutex_lock(&s->publish_mu);
+  if (dispatched > s->published) s->published = dispatched;
+  rmq_shared_state_publish(s->shared, s->published, rmq_commitlog_min_offset(&s->commitlog));
+  pthread_mutex_unlock(&s->publish_mu);
+}
+
+/* The clean service deleted files: readers in other processes let go of them. */
+static void publish_deleted(void *ctx) {
+  rmq_store *s = ctx;
+  publish_progress(s, rmq_reput_offset(s->reput));
+}
+
+/*
+** Once the open is done: the owner, whose dispatcher has caught up, makes
+** the page that the other processes follow; a read-only store follows it.
+*/
+static int store_share(rmq_store *s, rmq_err *err) {
+  if (s->cfg.readonly) {
+    return rmq_follower_new(s->dir, &s->commitlog, s->cqs, &s->index, &s->follow, err);
+  }
+  s->published = rmq_reput_offset(s->reput);
+  int rc = rmq_shared_state_create(s->dir, s->socket, s->published,
+                                   rmq_commitlog_min_offset(&s->commitlog), &s->shared, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_reput_on_progress(s->reput, publish_progress, s);
+  rmq_clean_on_deleted(s->clean, publish_deleted, s);
+  /* What was dispatched between the page's making and the hook. */
+  publish_deleted(s);
+  return RMQ_OK;
+}
+
+/* After the services stopped: nothing publishes any more. */
+static void store_unshare(rmq_store *s) {
+  rmq_follower_free(s->follow);
+  s->follow = NULL;
+  rmq_shared_state_close(s->shared);
+  s->shared = NULL;
+}
+
+int rmq_store_refresh(rmq_store *s, rmq_err *err) {
+  return s->follow ? rmq_follower_refresh(s->follow, err) : RMQ_OK;
+}
+
+/* For the reads that report no error: a failed refresh leaves the view as it was. */
+static void refresh_quietly(rmq_store *s) {
+  rmq_err ignored = {0};
+  rmq_store_refresh(s, &ignored);
+}
+
+/* How often a via-owner open starts again when a file it listed went away under it. */
 #define FOLLOWER_OPEN_TRIES 20
 
 static int store_open_once(const char *dir, const rmq_config *cfg, bool may_follow, rmq_store **out,
-                           bool *follower, rmq_err *err) {
+                           bool *via_owner, rmq_err *err) {
   rmq_store *s = calloc(1, sizeof *s);
   if (!s || !(s->dir = strdup(dir))) {
     free(s);
@@ -747,11 +811,13 @@ static int store_open_once(const char *dir, const rmq_config *cfg, bool may_foll
   s->lock_fd = -1;
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
+  pthread_mutex_init(&s->publish_mu, NULL);
   int rc = store_open_steps(s, may_follow, err);
-  /* What the files decided (a segment size), and a follower still writes. */
+  if (rc == RMQ_OK) rc = store_share(s, err);
+  /* What the files decided (a segment size), and a via-owner store still writes. */
   s->user_cfg = s->cfg;
   s->user_cfg.readonly = cfg->readonly;
-  *follower = s->follower;
+  *via_owner = s->via_owner;
   if (rc != RMQ_OK) {
     rmq_store_close(s);
     return rc;
@@ -768,10 +834,10 @@ static int store_open(const char *dir, const rmq_config *cfg, bool may_follow, r
   if (rc == RMQ_OK) rc = rmq_store_check_path(dir, err);
   for (int tries = 1; rc == RMQ_OK; tries++) {
     rmq_err why = {0};
-    bool follower = false;
-    rc = store_open_once(dir, cfg, may_follow, out, &follower, &why);
-    /* The owner's recovery or retention removed a file the follower had just listed. */
-    if (rc == RMQ_ENOTFOUND && follower && tries < FOLLOWER_OPEN_TRIES) {
+    bool via_owner = false;
+    rc = store_open_once(dir, cfg, may_follow, out, &via_owner, &why);
+    /* The owner's recovery or retention removed a file this open had just listed. */
+    if (rc == RMQ_ENOTFOUND && via_owner && tries < FOLLOWER_OPEN_TRIES) {
       usleep(10000);
       rc = RMQ_OK;
       continue;
@@ -839,6 +905,7 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
     s->lock_fd = -1;
     s->checkpoint.fd = -1;
     rmq_retired_init(&s->retired);
+    pthread_mutex_init(&s->publish_mu, NULL);
     rc = repair_steps(s, r, err);
     if (rc == RMQ_OK) rc = repair_config(s, r, err);
     *moved = r->moved;
@@ -874,6 +941,7 @@ void rmq_store_close(rmq_store *s) {
   /* After every thread that appends or commits: they tell the HA senders. */
   rmq_ha_service_stop(s->ha);
   rmq_reput_free(s->reput);
+  store_unshare(s);
   rmq_tcm_free(s->topics);
   rmq_com_free(s->offsets);
   rmq_cq_flush_service_free(s->cq_flush);
@@ -892,9 +960,8 @@ void rmq_store_close(rmq_store *s) {
   rmq_commitlog_destroy(&s->commitlog);
   rmq_retired_destroy(&s->retired);
   rmq_transient_store_pool_free(s->pool);
-  /* Before the lock goes: after it, the page is the next owner's. */
-  rmq_shared_state_close(s->page);
   if (s->lock_fd >= 0) close(s->lock_fd);
+  pthread_mutex_destroy(&s->publish_mu);
   free(s->dir);
   free(s);
 }
@@ -922,7 +989,7 @@ static int follower_put(rmq_store *s, const put_args *a, rmq_err *err);
 static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err);
 
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
-  if (s->follower) return follower_wait_durable(s, end_offset, err);
+  if (s->via_owner) return follower_wait_durable(s, end_offset, err);
   int rc = s->cfg.flush_sync && s->flush ? rmq_flush_wait(s->flush, end_offset, err) : RMQ_OK;
   /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
   if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
@@ -932,7 +999,7 @@ int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
 }
 
 static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
-  if (s->follower) return follower_put(s, a, err);
+  if (s->via_owner) return follower_put(s, a, err);
   if (s->cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   if (s->cfg.role == RMQ_ROLE_SLAVE) {
     return rmq_err_set(err, RMQ_EINVAL,
@@ -1021,7 +1088,7 @@ int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {
 }
 
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
-  if (s->follower) {
+  if (s->via_owner) {
     rmq_remote_request q = {.code = RMQ_REQUEST_FLUSH};
     return rmq_store_ask_owner(s, &q, flushed_offset, err);
   }
@@ -1059,10 +1126,10 @@ int rmq_store_ha(rmq_store *s, rmq_ha_fn fn, void *ctx, rmq_err *err) {
 
 void rmq_store_ha_stats(rmq_store *s, rmq_stats *st) {
   st->role = s->user_cfg.readonly ? NULL : rmq_role_name(s->user_cfg.role);
-  bool took_over = s->follower && rmq_owner_link_owner(s->link);
-  st->process = s->user_cfg.readonly ? "reader" : s->follower && !took_over ? "follower" : "owner";
-  st->owner_pid = s->follower ? rmq_owner_link_owner_pid(s->link)
-                  : s->page   ? rmq_shared_state_owner(s->page)
+  bool took_over = s->via_owner && rmq_owner_link_owner(s->link);
+  st->process = s->user_cfg.readonly ? "reader" : s->via_owner && !took_over ? "follower" : "owner";
+  st->owner_pid = s->via_owner ? rmq_owner_link_owner_pid(s->link)
+                  : s->shared ? rmq_shared_state_owner(s->shared)
                               : 0;
   st->ha_push2slave_offset = -1;
   if (s->ha) rmq_ha_service_stats(s->ha, st);
@@ -1077,7 +1144,7 @@ const char *rmq_store_ha_address(rmq_store *s) {
 
 int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
   *deleted = 0;
-  if (s->follower) {
+  if (s->via_owner) {
     rmq_remote_request q = {.code = RMQ_REQUEST_CLEAN};
     int64_t n = 0;
     int rc = rmq_store_ask_owner(s, &q, &n, err);
@@ -1089,6 +1156,8 @@ int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
 }
 
 int rmq_store_files(rmq_store *s, rmq_file_fn fn, void *ctx, rmq_err *err) {
+  int rc = rmq_store_refresh(s, err);
+  if (rc != RMQ_OK) return rc;
   return rmq_clean_forecast(s->clean, fn, ctx, err);
 }
 
@@ -1118,7 +1187,11 @@ int rmq_store_check_entry(rmq_store *s, const char *topic, int32_t queue_id, int
 }
 
 rmq_consume_queue *rmq_store_find_queue(rmq_store *s, const char *topic, int32_t queue_id) {
-  return rmq_cq_table_find(s->cqs, topic, queue_id);
+  refresh_quietly(s);
+  rmq_consume_queue *cq = rmq_cq_table_find(s->cqs, topic, queue_id);
+  /* A queue the writer made since the last refresh's look at the directories. */
+  if (!cq && s->follow) cq = rmq_follower_open_queue(s->follow, topic, queue_id);
+  return cq;
 }
 
 int64_t rmq_store_min_offset(rmq_store *s) { return rmq_commitlog_min_offset(&s->commitlog); }
@@ -1128,7 +1201,8 @@ int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *er
   int n;
   *out = NULL;
   *count = 0;
-  int rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
+  int rc = rmq_store_refresh(s, err);
+  if (rc == RMQ_OK) rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
   if (rc != RMQ_OK) return rc;
   rmq_queue_info *info = malloc((size_t)(n ? n : 1) * sizeof *info);
   for (int i = 0; info && i < n; i++) {
@@ -1145,10 +1219,27 @@ int rmq_store_queues(rmq_store *s, rmq_queue_info **out, int *count, rmq_err *er
   return RMQ_OK;
 }
 
+/*
+** A read-only store's long poll: look, then sleep until the owner publishes
+** (the mark taken before the look, so that a publish during it wakes).
+*/
+static bool follow_wait_queue(rmq_store *s, const char *topic, int32_t queue_id,
+                              int64_t queue_offset, int64_t deadline_ms) {
+  for (;;) {
+    uint32_t mark = rmq_follower_mark(s->follow);
+    rmq_consume_queue *cq = rmq_store_find_queue(s, topic, queue_id);
+    if (cq && rmq_cq_max_offset(cq) > queue_offset) return true;
+    int64_t now = rmq_monotonic_ms();
+    if (deadline_ms <= now) return false;
+    rmq_follower_sleep(s->follow, mark, deadline_ms - now);
+  }
+}
+
 /* The queue's end is read after the dispatcher's offset, so a message dispatched in between
    is seen, not slept through. */
 bool rmq_store_wait_queue(rmq_store *s, const char *topic, int32_t queue_id, int64_t queue_offset,
                           int64_t deadline_ms) {
+  if (s->follow) return follow_wait_queue(s, topic, queue_id, queue_offset, deadline_ms);
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return false;
   for (;;) {
@@ -1169,6 +1260,7 @@ int rmq_store_index_error(rmq_store *s, rmq_err *err) {
 }
 
 bool rmq_store_index_view(rmq_store *s, const char *after, rmq_index_view *v) {
+  if (!after) refresh_quietly(s);
   return rmq_index_service_view(&s->index, after, v);
 }
 
@@ -1178,6 +1270,7 @@ int32_t rmq_index_view_items_end(const rmq_index_view *v, bool chain) {
 
 void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from, int64_t to,
                               int64_t min_store_time, unsigned flags) {
+  refresh_quietly(s);
   if (min_store_time > INT64_MIN) {
     int64_t seg = rmq_commitlog_segment_for_time(&s->commitlog, min_store_time);
     if (seg > from) from = seg;
@@ -1185,10 +1278,16 @@ void rmq_commitlog_iter_start(rmq_commitlog_iter *it, rmq_store *s, int64_t from
   rmq_cl_iter_start(it, &s->commitlog, from, to, flags);
 }
 
-static int follower_wait_dispatched(rmq_store *s, rmq_err *err);
+/* A read-only store: what the owner dispatched of what its log holds now (follow.h). */
+static int follow_dispatched(rmq_store *s, rmq_err *err) {
+  int rc = rmq_follower_refresh(s->follow, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_follower_wait_dispatched(s->follow, RMQ_DISPATCH_WAIT_MS);
+  return rmq_follower_refresh(s->follow, err);
+}
 
 int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
-  if (s->follower) return follower_wait_dispatched(s, err);
+  if (s->follow) return follow_dispatched(s, err);
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
   /* With a transient store pool, what was acknowledged may still wait in a write buffer. */
@@ -1260,7 +1359,8 @@ int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_
   key_lookup k = {s, topic, key, strlen(topic), strlen(key)};
   rmq_index_match match = {record_matches, &k};
   *count = 0;
-  int rc = rmq_store_index_error(s, err);
+  int rc = rmq_store_refresh(s, err);
+  if (rc == RMQ_OK) rc = rmq_store_index_error(s, err);
   if (rc != RMQ_OK) return rc;
   return rmq_index_service_query_matching(&s->index, topic, k.topic_len, key, k.key_len, max, begin,
                                           end, &match, offsets, count, err);
@@ -1283,7 +1383,7 @@ int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queu
 
 /* -------------------------------------------------------- several processes */
 
-bool rmq_store_is_follower(rmq_store *s) { return s->follower; }
+bool rmq_store_is_follower(rmq_store *s) { return s->via_owner; }
 
 int rmq_store_ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err) {
   rmq_remote_response r;
@@ -1354,9 +1454,6 @@ static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
   if (rc == RMQ_OK && r.rc != RMQ_OK) rc = rmq_err_set(err, r.rc, "%s", r.msg);
   if (a->first_offset) *a->first_offset = r.a;
   if (r.a >= 0) {
-    int64_t seen = atomic_load(&s->put_end);
-    while (seen < r.b && !atomic_compare_exchange_weak(&s->put_end, &seen, r.b)) {
-    }
     if (a->end_offset) *a->end_offset = r.b;
     if (a->results) fill_results(s, &encoded, r.a, &r, a->results, a->n);
   }
@@ -1372,32 +1469,6 @@ static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err)
                           .offset = end_offset,
                           .flags = s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0};
   return rmq_store_ask_owner(s, &q, NULL, err);
-}
-
-/* A follower reads its own puts: it waits until the owner's dispatch passed the last one. */
-static int follower_wait_dispatched(rmq_store *s, rmq_err *err) {
-  rmq_store *owner = rmq_owner_link_owner(s->link);
-  if (owner) return rmq_store_wait_dispatched(owner, err);
-  int64_t want = atomic_load(&s->put_end);
-  if (want == 0) return RMQ_OK;
-  if (!s->page) {
-    int rc = rmq_shared_state_open(s->dir, &s->page, err);
-    if (rc != RMQ_OK) return rc;
-    if (!s->page) return rmq_err_set(err, RMQ_ENOTFOUND, "store %s has no %s", s->dir, RMQ_SHARED_STATE_FILE);
-  }
-  int64_t deadline = rmq_monotonic_ms() + RMQ_DISPATCH_WAIT_MS;
-  for (;;) {
-    uint32_t seq = rmq_shared_state_seq(s->page);
-    if (rmq_shared_state_dispatched(s->page) >= want) return RMQ_OK;
-    if (rmq_owner_link_owner(s->link)) return follower_wait_dispatched(s, err);
-    int64_t left = deadline - rmq_monotonic_ms();
-    if (left <= 0) {
-      return rmq_err_set(err, RMQ_ETIMEOUT,
-                         "store %s: the owner process did not dispatch up to %lld within %d ms",
-                         s->dir, (long long)want, RMQ_DISPATCH_WAIT_MS);
-    }
-    rmq_shared_state_wait(s->page, seq, left < 100 ? (int)left : 100);
-  }
 }
 
 /* -------------------------------------------------- the owner's side of it */
@@ -1492,19 +1563,18 @@ static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_r
   snprintf(r->msg, sizeof r->msg, "%s", rc == RMQ_OK ? "" : err.msg);
 }
 
-/* The owner's listener, named on the shared page for the followers. */
+/* The owner's listener; store_share names it on the shared page. */
 static int start_server(rmq_store *s, rmq_err *err) {
   struct stat st;
-  if (stat(s->dir, &st) != 0) return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", s->dir, strerror(errno));
-  char name[RMQ_REMOTE_NAME_MAX];
+  if (stat(s->dir, &st) != 0) {
+    return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", s->dir, strerror(errno));
+  }
   /* Unique to this open: a forked child may still hold an earlier listener's name. */
   static _Atomic unsigned opens;
-  snprintf(name, sizeof name, "sqlite-rocketmq/%llx/%llx/%d/%u", (unsigned long long)st.st_dev,
-           (unsigned long long)st.st_ino, (int)getpid(), atomic_fetch_add(&opens, 1));
-  int rc = rmq_remoting_server_start(name, serve_request, s, &s->server, err);
-  if (rc != RMQ_OK) return rc;
-  return rmq_shared_state_create(s->dir, name, rmq_reput_offset(s->reput),
-                                 rmq_commitlog_min_offset(&s->commitlog), &s->page, err);
+  snprintf(s->socket, sizeof s->socket, "sqlite-rocketmq/%llx/%llx/%d/%u",
+           (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (int)getpid(),
+           atomic_fetch_add(&opens, 1));
+  return rmq_remoting_server_start(s->socket, serve_request, s, &s->server, err);
 }
 
 /* A follower becomes the owner: the services open here, with the recovery a dead owner calls for. */

@@ -844,13 +844,13 @@ static int check_interrupt(store_cursor *c) {
 ** Long poll, as RocketMQ holds a pull request: while the query has returned
 ** no row, sleep until the queue grows past next_offset (*grew) or the
 ** deadline passes. It sleeps in slices of WAIT_SLICE_MS and stops with
-** SQLITE_INTERRUPT when the connection is interrupted. Nothing arrives in
-** a read-only engine.
+** SQLITE_INTERRUPT when the connection is interrupted. A read-only engine
+** waits for the process that writes the store (rmq_store_wait_queue).
 */
 static int wait_for_arrival(store_cursor *c, bool *grew) {
   *grew = false;
   rmq_store *s = c->vt->store;
-  if (c->found || c->deadline == 0 || rmq_store_config(s)->readonly) return SQLITE_OK;
+  if (c->found || c->deadline == 0) return SQLITE_OK;
   for (int64_t now = rmq_monotonic_ms(); now < c->deadline && !*grew; now = rmq_monotonic_ms()) {
     int64_t until = c->deadline - now > WAIT_SLICE_MS ? now + WAIT_SLICE_MS : c->deadline;
     *grew = rmq_store_wait_queue(s, c->topic, c->queue_id, c->next_offset, until);
@@ -1237,6 +1237,11 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
   }
   int rc = store_ready(c->vt);
   if (rc != SQLITE_OK) return rc;
+  /*
+  ** A read-only store reads what another process wrote since the last
+  ** query, as far as that process's dispatcher got (rmq_store_wait_dispatched).
+  */
+  if (rmq_store_config(c->vt->store)->readonly && (rc = wait_dispatched(c)) != SQLITE_OK) return rc;
   c->eof = false;
   filter_args a = {.limit = NULL};
   int i = 0;

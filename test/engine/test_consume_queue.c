@@ -762,6 +762,81 @@ static void test_check_damage(void) {
   tu_rmrf(damaged);
 }
 
+/* -------------------------------------- a reader follows another writer */
+
+/* Stands for a writer in another process that has written offset and tagsCode but not the size. */
+static void half_written(rmq_consume_queue *cq, int64_t n) {
+  rmq_mapped_file *mf = rmq_mfq_last(&cq->mfq);
+  int32_t pos = (int32_t)(n * RMQ_CQ_UNIT_SIZE - mf->file_from_offset);
+  rmq_put64(mf->mapped + pos, 100 * n);
+  rmq_put64(mf->mapped + pos + 12, n);
+  rmq_mapped_file_release(mf);
+}
+
+static int follow(rmq_consume_queue *cq, int64_t bound) {
+  rmq_err err = {0};
+  int rc = rmq_cq_follow(cq, bound, &err);
+  if (rc != RMQ_OK) fprintf(stderr, "  follow: %s\n", err.msg);
+  return rc;
+}
+
+static void test_follow(void) {
+  rmq_consume_queue *w = open_cq("TopicFollow", 0, true);
+  put_range(w, 0, 3);
+  rmq_consume_queue *r = open_cq("TopicFollow", 0, false);
+  rmq_cq_recover(r);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 3);
+  /* Entries in this and two more segments; the bound holds back the records past entry 11. */
+  put_range(w, 3, 14);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 3);
+  CHECK_EQ_INT(follow(r, 100 * 11 + 50 + 11), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 12);
+  CHECK_EQ_INT(rmq_mfq_count(&r->mfq), 3);
+  CHECK_EQ_INT(follow(r, INT64_MAX), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 14);
+  CHECK_EQ_INT(rmq_cq_max_physic_offset(r), 100 * 13 + 50 + 13);
+  check_entries(r, 0, 14);
+  /* An entry whose size is not written yet is no entry; once it is, it is taken. */
+  half_written(w, 14);
+  CHECK_EQ_INT(follow(r, INT64_MAX), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 14);
+  put_range(w, 14, 16);
+  CHECK_EQ_INT(follow(r, INT64_MAX), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 16);
+  check_entries(r, 0, 16);
+  /* The writer's expiry deletes the first two segments: the reader lets them go. */
+  CHECK_EQ_INT(rmq_cq_delete_expired(w, 100 * 10), 2);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_follow_deleted(r, false, 100 * 10, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_mfq_count(&r->mfq), 2);
+  CHECK_EQ_INT(rmq_cq_min_offset(r), 10);
+  check_entries(r, 10, 16);
+  rmq_cq_close(r);
+  rmq_cq_close(w);
+}
+
+/* A queue a reader opened before its first segment was made takes that segment's size. */
+static void test_follow_new_queue(void) {
+  static const char *const levels[] = {"consumequeue", "consumequeue/TopicFollowNew",
+                                       "consumequeue/TopicFollowNew/0"};
+  for (int i = 0; i < 3; i++) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", root, levels[i]);
+    mkdir(dir, 0755);
+  }
+  rmq_consume_queue *r = NULL;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicFollowNew", 0, 300000, false, &r, &err), RMQ_OK);
+  rmq_consume_queue *w = open_cq("TopicFollowNew", 0, true);
+  put_range(w, 0, 7);
+  CHECK_EQ_INT(follow(r, INT64_MAX), RMQ_OK);
+  CHECK_EQ_INT(r->file_size, FILE_BYTES);
+  CHECK_EQ_INT(rmq_cq_max_offset(r), 7);
+  check_entries(r, 0, 7);
+  rmq_cq_close(r);
+  rmq_cq_close(w);
+}
+
 int main(void) {
   tu_tmpdir(root, sizeof root);
   test_check_damage();
@@ -779,6 +854,8 @@ int main(void) {
   test_io_faults();
   test_readonly_size();
   test_recover_offset_overflow();
+  test_follow();
+  test_follow_new_queue();
   tu_rmrf(root);
   return check_report();
 }

@@ -908,6 +908,57 @@ static void test_structure_check(void) {
   tu_rmrf(dir);
 }
 
+/* -------------------------------------- a reader follows another writer */
+
+static int follow(rmq_index_service *s) {
+  rmq_err err = {0};
+  int rc = rmq_index_service_follow(s, false, &err);
+  if (rc != RMQ_OK) fprintf(stderr, "  follow: %s\n", err.msg);
+  return rc;
+}
+
+static void test_follow(void) {
+  char dir[128];
+  sub_dir(dir, sizeof dir, "follow");
+  rmq_index_service w, r;
+  init(&w, dir, 4, 6, true, NULL);
+  CHECK_EQ_INT(build(&w, "T", 100, 1700000000000, "a0", NULL), RMQ_OK);
+  init(&r, dir, 4, 6, false, NULL);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_index_service_load(&r, true, &err), RMQ_OK);
+  int64_t out[8];
+  CHECK_EQ_INT(query(&r, "T", "a0", 8, 0, INT64_MAX, out), 1);
+  /* Items in the reader's file after it loaded, then in two new files (5 items each). */
+  for (int i = 1; i < 12; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "a%d", i);
+    CHECK_EQ_INT(build(&w, "T", 100 + 100 * i, 1700000000000 + i, key, NULL), RMQ_OK);
+  }
+  CHECK_EQ_INT(rmq_index_service_count(&w), 3);
+  CHECK_EQ_INT(follow(&r), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&r), 3);
+  CHECK_EQ_INT(query(&r, "T", "a4", 8, 0, INT64_MAX, out), 1);
+  CHECK_EQ_INT(out[0], 500);
+  CHECK_EQ_INT(query(&r, "T", "a11", 8, 0, INT64_MAX, out), 1);
+  CHECK_EQ_INT(out[0], 1200);
+  rmq_index_header h;
+  char name[18];
+  CHECK(rmq_index_service_file_info(&r, 2, &h, name));
+  CHECK_EQ_INT(h.index_count, 3);
+  CHECK_EQ_INT(h.end_phy_offset, 1200);
+  /* A key put after the refresh is found at once: the slot leads to it and the header counts it. */
+  CHECK_EQ_INT(build(&w, "T", 1300, 1700000000013, "a12", NULL), RMQ_OK);
+  CHECK_EQ_INT(query(&r, "T", "a12", 8, 0, INT64_MAX, out), 1);
+  /* The writer's expiry deletes the first two files: the reader lets them go. */
+  CHECK_EQ_INT(rmq_index_service_delete_expired(&w, 1100), 2);
+  CHECK_EQ_INT(follow(&r), RMQ_OK);
+  CHECK_EQ_INT(rmq_index_service_count(&r), 1);
+  CHECK_EQ_INT(query(&r, "T", "a4", 8, 0, INT64_MAX, out), 0);
+  CHECK_EQ_INT(query(&r, "T", "a12", 8, 0, INT64_MAX, out), 1);
+  rmq_index_service_destroy(&r);
+  rmq_index_service_destroy(&w);
+}
+
 int main(void) {
   tu_tmpdir(root, sizeof root);
   test_structure_check();
@@ -919,6 +970,7 @@ int main(void) {
   test_faults();
   test_live_queries();
   test_readonly_geometry();
+  test_follow();
   tu_rmrf(root);
   return check_report();
 }
