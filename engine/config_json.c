@@ -336,7 +336,7 @@ typedef struct cj_keys {
   struct cj_key_slot {
     uint64_t hash;
     size_t pos; /* SIZE_MAX: empty */
-  } *slots;
+  } * slots;
   size_t n, cap;
 } cj_keys;
 

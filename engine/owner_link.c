@@ -24,10 +24,10 @@ struct rmq_owner_link {
   int lock_fd;
   rmq_owner_link_ops ops;
   rmq_remoting_client *client;
-  pthread_mutex_t mu;          /* guards page, owner and stopping; held while taking over */
-  pthread_cond_t cond;         /* the watcher's sleep */
-  rmq_shared_state *page;      /* opened once an owner wrote it */
-  _Atomic(void *) owner;       /* the services taken over here */
+  pthread_mutex_t mu;     /* guards page, owner and stopping; held while taking over */
+  pthread_cond_t cond;    /* the watcher's sleep */
+  rmq_shared_state *page; /* opened once an owner wrote it */
+  _Atomic(void *) owner;  /* the services taken over here */
   bool stopping;
   pthread_t watcher;
 };
@@ -164,7 +164,8 @@ int rmq_owner_link_call(rmq_owner_link *l, const rmq_remote_request *q, rmq_remo
     /* The other kept connections lead to the same dead owner. */
     if (rc == RMQ_EIO) rmq_remoting_client_reset(l->client);
     /* A wait for durability may go to the next owner: what was appended is in its log. */
-    bool again = rc == RMQ_EIO && (q->code == RMQ_REQUEST_WAIT_DURABLE || q->code == RMQ_REQUEST_FLUSH);
+    bool again = rc == RMQ_EIO &&
+                 (q->code == RMQ_REQUEST_WAIT_DURABLE || q->code == RMQ_REQUEST_FLUSH);
     if (rc != RMQ_ENOTFOUND && !again) {
       return rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, rc, "%s", why.msg);
     }
@@ -175,8 +176,8 @@ int rmq_owner_link_call(rmq_owner_link *l, const rmq_remote_request *q, rmq_remo
     if (rc != RMQ_ELOCKED) return rmq_err_set(err, rc, "%s", taking.msg);
     if (rmq_monotonic_ms() > deadline) {
       return rmq_err_set(err, RMQ_ETIMEOUT,
-                         "store %s: no process took over its services within %d ms (%s)",
-                         l->dir, RMQ_OWNER_WAIT_MS, why.msg);
+                         "store %s: no process took over its services within %d ms (%s)", l->dir,
+                         RMQ_OWNER_WAIT_MS, why.msg);
     }
     usleep(tries < 50 ? 2000 : 20000);
   }

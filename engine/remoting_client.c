@@ -71,8 +71,8 @@ static void give(rmq_remoting_client *c, const char *name, int fd) {
   if (!keep) close(fd);
 }
 
-int rmq_remoting_client_call(rmq_remoting_client *c, const char *name,
-                             const rmq_remote_request *q, rmq_remote_response *r, rmq_err *err) {
+int rmq_remoting_client_call(rmq_remoting_client *c, const char *name, const rmq_remote_request *q,
+                             rmq_remote_response *r, rmq_err *err) {
   int fd = take(c, name, err);
   if (fd < 0) return RMQ_ENOTFOUND;
   rmq_err why = {0};

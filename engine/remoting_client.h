@@ -21,8 +21,8 @@ void rmq_remoting_client_free(rmq_remoting_client *c);
 ** RMQ_EIO: the owner went away after it had the request, which it may or
 ** may not have carried out. Otherwise RMQ_OK, with the owner's answer in r.
 */
-int rmq_remoting_client_call(rmq_remoting_client *c, const char *name,
-                             const rmq_remote_request *q, rmq_remote_response *r, rmq_err *err);
+int rmq_remoting_client_call(rmq_remoting_client *c, const char *name, const rmq_remote_request *q,
+                             rmq_remote_response *r, rmq_err *err);
 /* Drop the kept connections (the owner changed). */
 void rmq_remoting_client_reset(rmq_remoting_client *c);
 

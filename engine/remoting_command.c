@@ -38,7 +38,8 @@ static int send_all(int fd, struct iovec *iov, int n, rmq_err *err) {
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n < IOV_MAX ? n : IOV_MAX)};
     ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return rmq_err_set(err, RMQ_EIO, "cannot send to the store's owner: %s", strerror(errno));
+    if (w < 0)
+      return rmq_err_set(err, RMQ_EIO, "cannot send to the store's owner: %s", strerror(errno));
     size_t left = (size_t)w;
     for (; n > 0 && left >= iov->iov_len; iov++, n--) left -= iov->iov_len;
     if (n > 0) {
@@ -85,7 +86,8 @@ int rmq_remote_send_request(int fd, const rmq_remote_request *q, rmq_err *err) {
   iov[0] = (struct iovec){&h, sizeof h};
   iov[1] = (struct iovec){(void *)q->group, h.group_len};
   iov[2] = (struct iovec){(void *)q->topic, h.topic_len};
-  for (int i = 0; i < q->nspans; i++) iov[3 + i] = (struct iovec){q->spans[i].data, q->spans[i].len};
+  for (int i = 0; i < q->nspans; i++)
+    iov[3 + i] = (struct iovec){q->spans[i].data, q->spans[i].len};
   int rc = send_all(fd, iov, n, err);
   if (iov != local) free(iov);
   return rc;
@@ -111,8 +113,9 @@ int rmq_remote_read_request(int fd, rmq_remote_request *q, uint8_t **body, rmq_e
   if (rc == RMQ_OK) rc = read_name(fd, q->topic, sizeof q->topic, h.topic_len, err);
   if (rc != RMQ_OK || h.body_len == 0) return rc;
   *body = malloc(h.body_len);
-  if (!*body) return rmq_err_set(err, RMQ_ENOMEM, "out of memory for a %llu-byte request",
-                                 (unsigned long long)h.body_len);
+  if (!*body)
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory for a %llu-byte request",
+                       (unsigned long long)h.body_len);
   q->body = *body;
   q->body_len = h.body_len;
   return recv_all(fd, *body, h.body_len, false, err);

@@ -24,12 +24,12 @@
 #include "rmq.h"
 
 typedef enum rmq_request_code {
-  RMQ_REQUEST_PUT = 1,           /* records; count; flags; -> a first offset, b end offset */
-  RMQ_REQUEST_WAIT_DURABLE,      /* offset: the end to wait for; flags */
-  RMQ_REQUEST_COMMIT_OFFSET,     /* group, topic, count: queue id, offset */
-  RMQ_REQUEST_SEND_BACK,         /* group, offset: the message's; -> a the new record's offset */
-  RMQ_REQUEST_FLUSH,             /* -> a the flushed offset */
-  RMQ_REQUEST_CLEAN,             /* -> a files deleted */
+  RMQ_REQUEST_PUT = 1,       /* records; count; flags; -> a first offset, b end offset */
+  RMQ_REQUEST_WAIT_DURABLE,  /* offset: the end to wait for; flags */
+  RMQ_REQUEST_COMMIT_OFFSET, /* group, topic, count: queue id, offset */
+  RMQ_REQUEST_SEND_BACK,     /* group, offset: the message's; -> a the new record's offset */
+  RMQ_REQUEST_FLUSH,         /* -> a the flushed offset */
+  RMQ_REQUEST_CLEAN,         /* -> a files deleted */
   RMQ_REQUEST_CODE_END
 } rmq_request_code;
 

@@ -110,9 +110,10 @@ int rmq_remoting_server_start(const char *name, rmq_remoting_handler fn, void *c
   socklen_t len = rmq_remoting_address(name, &addr);
   srv->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int rc = RMQ_OK;
-  if (srv->fd < 0 || bind(srv->fd, (struct sockaddr *)&addr, len) != 0 || listen(srv->fd, 64) != 0) {
-    rc = rmq_err_set(err, RMQ_EIO, "cannot listen on @%s for the store's other processes: %s",
-                     name, strerror(errno));
+  if (srv->fd < 0 || bind(srv->fd, (struct sockaddr *)&addr, len) != 0 ||
+      listen(srv->fd, 64) != 0) {
+    rc = rmq_err_set(err, RMQ_EIO, "cannot listen on @%s for the store's other processes: %s", name,
+                     strerror(errno));
   } else if (pthread_create(&srv->accept_thread, NULL, accept_loop, srv) != 0) {
     rc = rmq_err_set(err, RMQ_ENOMEM, "cannot start the listener's thread");
   }

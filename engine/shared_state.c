@@ -150,9 +150,7 @@ void rmq_shared_state_publish(rmq_shared_state *st, int64_t dispatched, int64_t 
 }
 
 uint32_t rmq_shared_state_seq(const rmq_shared_state *st) { return atomic_load(&st->page->seq); }
-int64_t rmq_shared_state_epoch(const rmq_shared_state *st) {
-  return atomic_load(&st->page->epoch);
-}
+int64_t rmq_shared_state_epoch(const rmq_shared_state *st) { return atomic_load(&st->page->epoch); }
 int64_t rmq_shared_state_dispatched(const rmq_shared_state *st) {
   return atomic_load(&st->page->dispatched);
 }
@@ -179,7 +177,8 @@ bool rmq_shared_state_wait(const rmq_shared_state *st, uint32_t seen, int timeou
   if (end.tv_nsec >= 1000000000L) end.tv_sec++, end.tv_nsec -= 1000000000L;
   while (atomic_load(&st->page->seq) == seen) {
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long long left = (long long)(end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
+    long long left = (long long)(end.tv_sec - now.tv_sec) * 1000000000LL +
+                     (end.tv_nsec - now.tv_nsec);
     if (left <= 0) return false;
     struct timespec ts = {(time_t)(left / 1000000000LL), (long)(left % 1000000000LL)};
     syscall(SYS_futex, &st->page->seq, FUTEX_WAIT, seen, &ts, NULL, 0);

@@ -1129,8 +1129,8 @@ void rmq_store_ha_stats(rmq_store *s, rmq_stats *st) {
   bool took_over = s->via_owner && rmq_owner_link_owner(s->link);
   st->process = s->user_cfg.readonly ? "reader" : s->via_owner && !took_over ? "follower" : "owner";
   st->owner_pid = s->via_owner ? rmq_owner_link_owner_pid(s->link)
-                  : s->shared ? rmq_shared_state_owner(s->shared)
-                              : 0;
+                  : s->shared  ? rmq_shared_state_owner(s->shared)
+                               : 0;
   st->ha_push2slave_offset = -1;
   if (s->ha) rmq_ha_service_stats(s->ha, st);
   if (s->ha_client) rmq_ha_client_stats(s->ha_client, st);
@@ -1482,15 +1482,17 @@ static int check_records(rmq_store *s, const rmq_remote_request *q, rmq_err *err
     rmq_decode_status st = rmq_message_decode(p, left, false, &m);
     if (st != RMQ_DECODE_OK || m.total_size > s->cfg.max_message_size ||
         !rmq_topic_valid(m.topic, (size_t)m.topic_len)) {
-      return rmq_err_set(err, RMQ_EINVAL, "record %d of a put from another process is not valid (%s)",
-                         i, rmq_decode_status_name(st));
+      return rmq_err_set(err, RMQ_EINVAL,
+                         "record %d of a put from another process is not valid (%s)", i,
+                         rmq_decode_status_name(st));
     }
     p += m.total_size;
     left -= (size_t)m.total_size;
   }
   if (left != 0 || q->count <= 0) {
-    return rmq_err_set(err, RMQ_EINVAL, "a put from another process holds %zu bytes past its %d records",
-                       left, q->count);
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "a put from another process holds %zu bytes past its %d records", left,
+                       q->count);
   }
   return RMQ_OK;
 }
@@ -1516,7 +1518,8 @@ static int serve_put(rmq_store *s, const rmq_remote_request *q, rmq_remote_respo
                 .nspans = q->spans ? q->nspans : 1,
                 .n = q->count,
                 .results = results,
-                .first_offset = &r->a, .end_offset = &r->b};
+                .first_offset = &r->a,
+                .end_offset = &r->b};
   r->a = -1;
   rc = timed_put(s, &a, err);
   if (rc == RMQ_OK && !(q->flags & RMQ_REQUEST_NOWAIT)) {
@@ -1537,9 +1540,7 @@ static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_r
   rmq_err err = {0};
   int rc, deleted = 0;
   switch (q->code) {
-    case RMQ_REQUEST_PUT:
-      rc = serve_put(s, q, r, &err);
-      break;
+    case RMQ_REQUEST_PUT: rc = serve_put(s, q, r, &err); break;
     case RMQ_REQUEST_WAIT_DURABLE:
       rc = wait_durable(s, q->offset, q->flags & RMQ_REQUEST_SYNC, &err);
       break;
@@ -1549,15 +1550,12 @@ static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_r
     case RMQ_REQUEST_SEND_BACK:
       rc = rmq_store_send_back(s, q->group, q->offset, &r->a, &err);
       break;
-    case RMQ_REQUEST_FLUSH:
-      rc = rmq_store_flush(s, &r->a, &err);
-      break;
+    case RMQ_REQUEST_FLUSH: rc = rmq_store_flush(s, &r->a, &err); break;
     case RMQ_REQUEST_CLEAN:
       rc = rmq_store_clean(s, &deleted, &err);
       r->a = deleted;
       break;
-    default:
-      rc = rmq_err_set(&err, RMQ_EINVAL, "request code %d is not one of ours", q->code);
+    default: rc = rmq_err_set(&err, RMQ_EINVAL, "request code %d is not one of ours", q->code);
   }
   r->rc = rc;
   snprintf(r->msg, sizeof r->msg, "%s", rc == RMQ_OK ? "" : err.msg);

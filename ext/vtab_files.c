@@ -120,8 +120,8 @@ static int fl_close(sqlite3_vtab_cursor *cur) {
 
 /* The kind names are the engine's static strings, but "other" may be anything. */
 static const char *kind_name(const char *kind) {
-  static const char *const kinds[] = {"commitlog", "consumequeue", "index",  "checkpoint",
-                                      "abort",     "lock",         "shared", "config", "other"};
+  static const char *const kinds[] = {"commitlog", "consumequeue", "index",  "checkpoint", "abort",
+                                      "lock",      "shared",       "config", "other"};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     if (strcmp(kinds[i], kind) == 0) return kinds[i];
   }

@@ -440,8 +440,9 @@ static void test_damaged(void) {
     if (i == 2999) first = strlen(many);
     sprintf(many + strlen(many), "%d:1,", i);
   }
-  snprintf(msg, sizeof msg, "offset %zu: the key \"2999\" twice in one object (first at offset %zu)",
-           strlen(many), first);
+  snprintf(msg, sizeof msg,
+           "offset %zu: the key \"2999\" twice in one object (first at offset %zu)", strlen(many),
+           first);
   strcat(many, "2999:2}}}");
   offsets_bad(many, msg);
 }
