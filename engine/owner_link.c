@@ -58,13 +58,14 @@ static int take_over(rmq_owner_link *l, rmq_err *err) {
 static void *watch(void *arg) {
   rmq_owner_link *l = arg;
   pthread_mutex_lock(&l->mu);
-  while (!l->stopping && !atomic_load(&l->owner)) {
+  /* It stays until the stop (which joins it) even once this process took over. */
+  while (!l->stopping) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_nsec += RMQ_OWNER_WATCH_MS * 1000000L;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(&l->cond, &l->mu, &until);
-    if (l->stopping || !owner_gone(l)) continue;
+    if (l->stopping || atomic_load(&l->owner) || !owner_gone(l)) continue;
     rmq_err err = {0};
     take_over_locked(l, &err);
   }

@@ -941,13 +941,13 @@ void rmq_store_close(rmq_store *s) {
   /* After every thread that appends or commits: they tell the HA senders. */
   rmq_ha_service_stop(s->ha);
   rmq_reput_free(s->reput);
-  store_unshare(s);
   rmq_tcm_free(s->topics);
   rmq_com_free(s->offsets);
   rmq_cq_flush_service_free(s->cq_flush);
   rmq_allocate_service_free(s->allocate);
   s->commitlog.mfq.allocate = NULL;
   rmq_staging_pool_free(s->staging);
+  store_unshare(s);
   rmq_err err = {0};
   bool clean = started && !atomic_load(&s->commitlog.poisoned) &&
                rmq_cq_table_flush(s->cqs, 0, &err) == RMQ_OK &&
