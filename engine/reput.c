@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "properties.h"
 #include "service_thread.h"
 
@@ -28,6 +29,7 @@ struct rmq_reput_service {
   pthread_mutex_t progress_mu; /* held while progress_fn runs, as schedule_mu */
   rmq_reput_progress_fn progress_fn;
   void *progress_ctx;
+  int64_t told_ns, told_offset; /* the last tell_progress; the dispatcher's thread only */
 };
 
 static bool is_type(int32_t sys_flag, int32_t type) {
@@ -162,9 +164,23 @@ void rmq_reput_on_progress(rmq_reput_service *r, rmq_reput_progress_fn fn, void 
 }
 
 static void tell_progress(rmq_reput_service *r, int64_t offset) {
+  r->told_ns = rmq_monotonic_ns();
+  r->told_offset = offset;
   pthread_mutex_lock(&r->progress_mu);
   if (r->progress_fn) r->progress_fn(r->progress_ctx, offset);
   pthread_mutex_unlock(&r->progress_mu);
+}
+
+/*
+** Other processes are told with a system call (a futex wake): under load at
+** most every TELL_INTERVAL_NS, and always before the dispatcher sleeps, so
+** that the last of a burst is told at once.
+*/
+#define TELL_INTERVAL_NS 1000000
+
+static void tell_idle(rmq_reput_service *r) {
+  int64_t offset = rmq_reput_offset(r);
+  if (offset != r->told_offset) tell_progress(r, offset);
 }
 
 static void do_reput(rmq_reput_service *r) {
@@ -178,8 +194,9 @@ static void do_reput(rmq_reput_service *r) {
     if (next != offset) publish(r, next);
     offset = next;
   }
-  /* Once per pass: other processes are told with a system call. */
-  if (offset != start) tell_progress(r, offset);
+  if (offset != start && rmq_monotonic_ns() - r->told_ns >= TELL_INTERVAL_NS) {
+    tell_progress(r, offset);
+  }
 }
 
 /*
@@ -205,9 +222,11 @@ static void reput_run(rmq_service_thread *st) {
   while (!rmq_service_thread_stopped(st)) {
     do_reput(r);
     if (!atomic_load(&r->failed) && linger(r)) continue;
+    tell_idle(r);
     rmq_service_thread_wait(st, 1000);
   }
   do_reput(r); /* what was appended before shutdown */
+  tell_idle(r);
 }
 
 rmq_reput_service *rmq_reput_new(rmq_commitlog *cl, rmq_cq_table *cqs, rmq_index_service *index,
