@@ -45,7 +45,8 @@
 typedef struct rmq_consume_queue {
   char *topic;
   int32_t queue_id;
-  int32_t file_size; /* entries_per_file * 20 */
+  _Atomic int32_t
+      file_size; /* entries_per_file * 20; a reader sets it when its first segment appears */
   bool writable;
   rmq_mapped_file_queue mfq;
   _Atomic int64_t max_physic_offset; /* end (offset + size) of the last entry; -1: none */

@@ -1,12 +1,14 @@
-"""multi_process_crash.py: writer processes of one store killed at random.
+"""multi_process_crash.py: processes of one store killed at random.
 
 Three processes write one store with flush='sync', each in a loop of
 autocommit INSERTs and transactions of 2 to 6 rows, over four queues. One of
-them runs the services (the owner); the others send it their writes. Every
-KILL_EVERY seconds one of them, chosen at random (the owner as often as the
-others), gets SIGKILL in the middle of whatever it does, and a new writer
-starts in its place; the survivors carry on. At the end a fresh open of the
-store must hold:
+them runs the services (the owner); the others send it their writes. A
+fourth process reads it with readonly=1, long-polling each queue in turn and
+checking that the queue offsets it is given follow each other, never
+skipping nor repeating one. Every KILL_EVERY seconds one of the four, chosen
+at random (the owner as often as the others), gets SIGKILL in the middle of
+whatever it does, and a new one starts in its place; the survivors carry on.
+At the end a fresh open of the store must hold:
   - every row of every transaction that a writer saw COMMIT (or an
     autocommit INSERT) return, each once;
   - no part of a transaction without the rest of it: each transaction is
@@ -68,10 +70,37 @@ while True:
             c.execute('ROLLBACK')
 '''
 
+READER = r'''
+import sqlite3, sys
+ext, store = sys.argv[1:3]
+c = sqlite3.connect(':memory:', isolation_level=None)
+c.enable_load_extension(True)
+c.load_extension(ext)
+c.execute("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%s', readonly=1)" % store)
+print('open', flush=True)
+nxt = [0, 0, 0, 0]
+while True:
+    for q in range(4):
+        try:
+            rows = c.execute("SELECT queue_offset FROM mq WHERE topic = 'T' AND queue_id = ? AND "
+                             "queue_offset >= ? AND wait_ms = 100 LIMIT 64", (q, nxt[q])).fetchall()
+        except sqlite3.Error as e:
+            print('error reading %d: %s' % (q, e), flush=True)
+            continue
+        for (o,) in rows:
+            if o != nxt[q]:
+                print('gap in queue %d: %d after %d' % (q, o, nxt[q] - 1), flush=True)
+            nxt[q] = o + 1
+        if rows:
+            print('read %d' % len(rows), flush=True)
+'''
+
 
 def start(store, name, seed):
-    p = subprocess.Popen([sys.executable, '-c', WRITER, EXT, store, ARGS, name, str(seed)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """A writer, or the reader when name starts with 'reader'."""
+    argv = ([sys.executable, '-c', READER, EXT, store] if name.startswith('reader') else
+            [sys.executable, '-c', WRITER, EXT, store, ARGS, name, str(seed)])
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = p.stdout.readline().strip()
     if line != 'open':
         line += p.stdout.read()
@@ -87,13 +116,17 @@ def owner_pid(store):
     return int.from_bytes(page[32:36], sys.byteorder, signed=True)
 
 
-def collect(p, acked, errors):
+def collect(p, acked, errors, reads):
     out = p.stdout.read()
     p.wait()
     for line in out.splitlines():
         m = re.match(r'acked (\S+) (\d+)$', line)
         if m:
             acked[m.group(1)] = int(m.group(2))
+        elif line.startswith('read '):
+            reads[0] += int(line.split()[1])
+        elif line.startswith('gap'):
+            reads[1].append(line)
         elif line.startswith('error'):
             errors.append(line)
 
@@ -127,24 +160,29 @@ def main():
     tmp = tempfile.mkdtemp(prefix='rmq-mp-')
     store = os.path.join(tmp, 'store')
     procs = [start(store, 'w%d' % i, rnd.randrange(1 << 30)) for i in range(WRITERS)]
-    acked, errors, kills_of_owner = {}, [], 0
+    procs.append(start(store, 'reader0', 0))
+    acked, errors, reads, kills_of_owner = {}, [], [0, []], 0
     for k in range(KILLS):
         time.sleep(KILL_EVERY * (0.5 + rnd.random()))
         victim = rnd.randrange(len(procs))
         kills_of_owner += procs[victim].pid == owner_pid(store)
         procs[victim].send_signal(signal.SIGKILL)
-        collect(procs[victim], acked, errors)
-        procs[victim] = start(store, 'r%d' % k, rnd.randrange(1 << 30))
+        collect(procs[victim], acked, errors, reads)
+        name = 'reader%d' % (k + 1) if victim == WRITERS else 'r%d' % k
+        procs[victim] = start(store, name, rnd.randrange(1 << 30))
     time.sleep(KILL_EVERY)
     for p in procs:
         p.send_signal(signal.SIGKILL)
-        collect(p, acked, errors)
+        collect(p, acked, errors, reads)
     n = verify(store, acked)
-    print('%d kills (%d of the owner), %d transactions acknowledged, %d rows stored, %d errors'
-          % (KILLS, kills_of_owner, len(acked), n, len(errors)))
+    print('%d kills (%d of the owner), %d transactions acknowledged, %d rows stored, %d rows '
+          'read by the readers, %d errors' % (KILLS, kills_of_owner, len(acked), n, reads[0],
+                                               len(errors)))
     for e in errors[:5]:
         print('  ' + e[:300])
     CHECKS.ok(len(acked) > KILLS, 'the writers made progress (%d acknowledged)' % len(acked))
+    CHECKS.ok(reads[0] > 0, 'the readers read (%d rows)' % reads[0])
+    CHECKS.eq('the readers saw each queue in order', reads[1][:5], [])
     subprocess.run(['rm', '-rf', tmp])
     return CHECKS.report()
 
