@@ -30,6 +30,7 @@ typedef struct response_head {
   int64_t a, b;
   uint32_t msg_len;
   int32_t results_count;
+  int32_t flags;
 } response_head;
 
 /* Writes every byte of iov (MSG_NOSIGNAL: a gone peer is an error, not SIGPIPE). */
@@ -122,7 +123,8 @@ int rmq_remote_read_request(int fd, rmq_remote_request *q, uint8_t **body, rmq_e
 }
 
 int rmq_remote_send_response(int fd, const rmq_remote_response *r, rmq_err *err) {
-  response_head h = {RESPONSE_MAGIC, r->rc, r->a, r->b, (uint32_t)strlen(r->msg), r->results_count};
+  response_head h = {RESPONSE_MAGIC,   r->rc,   r->a, r->b, (uint32_t)strlen(r->msg),
+                     r->results_count, r->flags};
   struct iovec iov[3] = {{&h, sizeof h},
                          {(void *)r->msg, h.msg_len},
                          {r->results, sizeof *r->results * (size_t)r->results_count}};
@@ -137,7 +139,8 @@ int rmq_remote_read_response(int fd, rmq_remote_response *r, rmq_err *err) {
   if (h.magic != RESPONSE_MAGIC || h.msg_len >= sizeof r->msg || h.results_count < 0) {
     return rmq_err_set(err, RMQ_ECORRUPT, "a response that is not ours");
   }
-  *r = (rmq_remote_response){.rc = h.rc, .a = h.a, .b = h.b, .results_count = h.results_count};
+  *r = (rmq_remote_response){
+      .rc = h.rc, .a = h.a, .b = h.b, .results_count = h.results_count, .flags = h.flags};
   rc = recv_all(fd, r->msg, h.msg_len, false, err);
   r->msg[h.msg_len] = '\0';
   if (rc != RMQ_OK || h.results_count == 0) return rc;

@@ -63,7 +63,11 @@ typedef struct rmq_remote_response {
   char msg[sizeof(((rmq_err *)0)->msg)];
   rmq_remote_result *results; /* malloc'd by the receiver, count entries */
   int32_t results_count;
+  int32_t flags; /* RMQ_RESPONSE_* */
 } rmq_remote_response;
+
+/* The owner flushes synchronously or is a sync_master: a put's caller waits (WAIT_DURABLE). */
+#define RMQ_RESPONSE_OWNER_WAITS 1
 
 /* The longest name of an owner's socket. */
 #define RMQ_REMOTE_NAME_MAX 96

@@ -70,6 +70,7 @@ struct rmq_store {
   */
   bool via_owner;
   rmq_owner_link *link;             /* via_owner: the way to the owner */
+  atomic_bool owner_waits;          /* the owner's last answer: RMQ_RESPONSE_OWNER_WAITS */
   rmq_remoting_server *server;      /* the owner's listener for the other processes */
   char socket[RMQ_REMOTE_NAME_MAX]; /* its name, which the shared page gives */
   bool last_exit_ok;
@@ -1451,6 +1452,7 @@ static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
   };
   rmq_remote_response r = {.a = -1};
   rc = rmq_owner_link_call(s->link, &q, &r, err);
+  if (rc == RMQ_OK) atomic_store(&s->owner_waits, r.flags & RMQ_RESPONSE_OWNER_WAITS);
   if (rc == RMQ_OK && r.rc != RMQ_OK) rc = rmq_err_set(err, r.rc, "%s", r.msg);
   if (a->first_offset) *a->first_offset = r.a;
   if (r.a >= 0) {
@@ -1463,8 +1465,8 @@ static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
 }
 
 static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err) {
-  /* Nothing to wait for unless durable, or acknowledged by a slave, was asked for. */
-  if (!s->user_cfg.flush_sync && s->user_cfg.role != RMQ_ROLE_SYNC_MASTER) return RMQ_OK;
+  /* Nothing to wait for unless this process or the owner asks for durable or a slave's ack. */
+  if (!s->user_cfg.flush_sync && !atomic_load(&s->owner_waits)) return RMQ_OK;
   rmq_remote_request q = {.code = RMQ_REQUEST_WAIT_DURABLE,
                           .offset = end_offset,
                           .flags = s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0};
@@ -1559,6 +1561,8 @@ static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_r
   }
   r->rc = rc;
   snprintf(r->msg, sizeof r->msg, "%s", rc == RMQ_OK ? "" : err.msg);
+  if (s->cfg.flush_sync || s->cfg.role == RMQ_ROLE_SYNC_MASTER)
+    r->flags |= RMQ_RESPONSE_OWNER_WAITS;
 }
 
 /* The owner's listener; store_share names it on the shared page. */
