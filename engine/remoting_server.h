@@ -5,7 +5,9 @@
 ** One thread accepts, one thread serves each connection: it reads a
 ** request, hands it to the handler and writes the response, in order. The
 ** handler runs in the connection's thread, so one process's slow request
-** (a put waiting to be durable) never holds up another's.
+** (a put waiting to be durable) never holds up another's. Only processes
+** of the same user, or root, are served (SO_PEERCRED): an abstract socket
+** has no file permissions.
 */
 #ifndef RMQ_REMOTING_SERVER_H
 #define RMQ_REMOTING_SERVER_H
