@@ -671,6 +671,21 @@ static int encode_batch(rmq_commitlog *cl, const rmq_message *msgs, int n, put_b
   return check_batch_size(cl, n, b->len, err);
 }
 
+int rmq_commitlog_encode_batch(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_span *out,
+                               rmq_err *err) {
+  put_buffer b;
+  b.data = NULL; /* on the heap from the first record: the caller keeps it */
+  b.cap = 0;
+  b.len = 0;
+  int rc = encode_batch(cl, msgs, n, &b, err);
+  if (rc != RMQ_OK) {
+    free(b.data);
+    return rc;
+  }
+  *out = (rmq_span){b.data, (size_t)b.len};
+  return RMQ_OK;
+}
+
 int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put_result *results,
                       int64_t *end_offset, rmq_err *err) {
   put_buffer b;

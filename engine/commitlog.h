@@ -84,6 +84,13 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put
                       int64_t *end_offset, rmq_err *err);
 
 /*
+** The records rmq_commitlog_put would append for msgs, checked and encoded as
+** it encodes them, end to end in out->data (malloc'd; the caller frees it).
+** Errors as rmq_commitlog_put's before it appends.
+*/
+int rmq_commitlog_encode_batch(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_span *out,
+                               rmq_err *err);
+/*
 ** Encode m into buf (cap bytes) as the record the log will hold: topic,
 ** properties, body and record size checked against their limits; a message
 ** with DELAY > 0 (not a prepared or rolled-back transaction) rewritten to

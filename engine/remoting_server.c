@@ -16,6 +16,7 @@ typedef struct connection {
   struct rmq_remoting_server *srv;
   int fd;
   pthread_t thread;
+  atomic_bool done; /* its peer went: the thread ends, to be joined */
   struct connection *next;
 } connection;
 
@@ -57,13 +58,34 @@ static void *serve(void *arg) {
     if (rc != RMQ_OK) break;
   }
   shutdown(c->fd, SHUT_RDWR);
+  atomic_store(&c->done, true);
   return NULL;
+}
+
+static void end_connection(connection *c) {
+  pthread_join(c->thread, NULL);
+  close(c->fd);
+  free(c);
+}
+
+/* Under mu: join the connections whose peers went (processes that closed the store come and go). */
+static void reap_connections(rmq_remoting_server *srv) {
+  for (connection **at = &srv->conns; *at;) {
+    connection *c = *at;
+    if (!atomic_load(&c->done)) {
+      at = &c->next;
+      continue;
+    }
+    *at = c->next;
+    end_connection(c);
+  }
 }
 
 /* A new connection and its thread, unless the server stops. */
 static void add_connection(rmq_remoting_server *srv, int fd) {
   connection *c = calloc(1, sizeof *c);
   pthread_mutex_lock(&srv->mu);
+  reap_connections(srv);
   bool ok = c && !srv->stopping;
   if (ok) {
     *c = (connection){.srv = srv, .fd = fd, .next = srv->conns};
@@ -156,9 +178,7 @@ void rmq_remoting_server_stop(rmq_remoting_server *srv) {
   /* No thread adds a connection any more. */
   for (connection *c = srv->conns, *next; c; c = next) {
     next = c->next;
-    pthread_join(c->thread, NULL);
-    close(c->fd);
-    free(c);
+    end_connection(c);
   }
   pthread_mutex_destroy(&srv->mu);
   free(srv);

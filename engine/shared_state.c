@@ -33,7 +33,6 @@ typedef struct shared_page {
   _Atomic int64_t epoch;
   _Atomic int32_t owner_pid;
   _Atomic int64_t dispatched;
-  _Atomic int64_t min_offset;
   char socket[RMQ_SHARED_SOCKET_MAX];
 } shared_page;
 
@@ -83,7 +82,7 @@ static int map_page(const char *dir, bool writable, shared_page **out, rmq_err *
 }
 
 int rmq_shared_state_create(const char *dir, const char *socket_name, int64_t dispatched,
-                            int64_t min_offset, rmq_shared_state **out, rmq_err *err) {
+                            rmq_shared_state **out, rmq_err *err) {
   *out = NULL;
   rmq_shared_state *st = calloc(1, sizeof *st);
   if (!st) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
@@ -101,7 +100,6 @@ int rmq_shared_state_create(const char *dir, const char *socket_name, int64_t di
   }
   snprintf(p->socket, sizeof p->socket, "%s", socket_name);
   atomic_store(&p->dispatched, dispatched);
-  atomic_store(&p->min_offset, min_offset);
   atomic_store(&p->owner_pid, (int32_t)getpid());
   atomic_fetch_add(&p->epoch, 1);
   atomic_fetch_add(&p->seq, 1);
@@ -141,9 +139,8 @@ void rmq_shared_state_close(rmq_shared_state *st) {
   free(st);
 }
 
-void rmq_shared_state_publish(rmq_shared_state *st, int64_t dispatched, int64_t min_offset) {
+void rmq_shared_state_publish(rmq_shared_state *st, int64_t dispatched) {
   shared_page *p = st->page;
-  atomic_store(&p->min_offset, min_offset);
   atomic_store(&p->dispatched, dispatched);
   atomic_fetch_add(&p->seq, 1);
   wake_all(p);
@@ -153,9 +150,6 @@ uint32_t rmq_shared_state_seq(const rmq_shared_state *st) { return atomic_load(&
 int64_t rmq_shared_state_epoch(const rmq_shared_state *st) { return atomic_load(&st->page->epoch); }
 int64_t rmq_shared_state_dispatched(const rmq_shared_state *st) {
   return atomic_load(&st->page->dispatched);
-}
-int64_t rmq_shared_state_min_offset(const rmq_shared_state *st) {
-  return atomic_load(&st->page->min_offset);
 }
 int32_t rmq_shared_state_owner(const rmq_shared_state *st) {
   return atomic_load(&st->page->owner_pid);

@@ -8,16 +8,17 @@
 **
 **   magic, version  "sqlite-rocketmq" and 1; another value is a stale
 **                   page, which the next owner writes again.
-**   seq             bumped after each dispatch pass and at each change of
-**                   owner: a reader whose last look saw the same seq knows
-**                   the files hold nothing new for it. It is a futex word:
-**                   long polls in any process sleep on it.
+**   seq             bumped after dispatch progress (at most every
+**                   millisecond under load, and before the dispatcher
+**                   sleeps), after a clean pass that deleted files, and at
+**                   each change of owner: a reader whose last look saw the
+**                   same seq knows the files hold nothing new for it. It is
+**                   a futex word: long polls in any process sleep on it.
 **   epoch           bumped at each change of owner (its recovery may cut
 **                   what a dead owner left half written).
 **   owner_pid       the owner, 0 when none runs (closed cleanly).
 **   dispatched      everything before this commit-log offset is in the
 **                   consume queues and the index.
-**   min_offset      the commit log's first offset still held.
 **   socket          the abstract Unix socket the owner takes writes on.
 **
 ** Nothing here is trusted that the store's files cannot give again: a new
@@ -39,7 +40,7 @@ typedef struct rmq_shared_state rmq_shared_state;
 
 /* The owner: create or take over the page, writable; epoch bumped, owner_pid this process. */
 int rmq_shared_state_create(const char *dir, const char *socket_name, int64_t dispatched,
-                            int64_t min_offset, rmq_shared_state **out, rmq_err *err);
+                            rmq_shared_state **out, rmq_err *err);
 /*
 ** Any other process: map the page read-only. *out NULL (and RMQ_OK) when the
 ** file is missing or not a page of ours: a store no owner of ours has run
@@ -49,13 +50,12 @@ int rmq_shared_state_open(const char *dir, rmq_shared_state **out, rmq_err *err)
 /* The owner's close marks the page ownerless (owner_pid 0) and wakes every sleeper. */
 void rmq_shared_state_close(rmq_shared_state *st);
 
-/* The owner: dispatch reached `dispatched`, the log starts at min_offset; wakes sleepers. */
-void rmq_shared_state_publish(rmq_shared_state *st, int64_t dispatched, int64_t min_offset);
+/* The owner: dispatch reached `dispatched`, or files were deleted; wakes sleepers. */
+void rmq_shared_state_publish(rmq_shared_state *st, int64_t dispatched);
 
 uint32_t rmq_shared_state_seq(const rmq_shared_state *st);
 int64_t rmq_shared_state_epoch(const rmq_shared_state *st);
 int64_t rmq_shared_state_dispatched(const rmq_shared_state *st);
-int64_t rmq_shared_state_min_offset(const rmq_shared_state *st);
 int32_t rmq_shared_state_owner(const rmq_shared_state *st);
 /* The owner's socket name (abstract namespace, without the leading NUL), "" when none. */
 void rmq_shared_state_socket(const rmq_shared_state *st, char *out, size_t cap);

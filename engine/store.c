@@ -743,15 +743,15 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
 /* ------------------------------------------------- several processes */
 
 /*
-** The owner tells the other processes how far it dispatched and where the
-** log starts (shared_state.h). The dispatcher and the clean service both
-** publish: the offset never goes back.
+** The owner tells the other processes how far it dispatched, and that files
+** went (shared_state.h). The dispatcher and the clean service both publish:
+** the offset never goes back.
 */
 static void publish_progress(void *ctx, int64_t dispatched) {
   rmq_store *s = ctx;
   pthread_mutex_lock(&s->publish_mu);
   if (dispatched > s->published) s->published = dispatched;
-  rmq_shared_state_publish(s->shared, s->published, rmq_commitlog_min_offset(&s->commitlog));
+  rmq_shared_state_publish(s->shared, s->published);
   pthread_mutex_unlock(&s->publish_mu);
 }
 
@@ -770,8 +770,7 @@ static int store_share(rmq_store *s, rmq_err *err) {
     return rmq_follower_new(s->dir, &s->commitlog, s->cqs, &s->index, &s->follow, err);
   }
   s->published = rmq_reput_offset(s->reput);
-  int rc = rmq_shared_state_create(s->dir, s->socket, s->published,
-                                   rmq_commitlog_min_offset(&s->commitlog), &s->shared, err);
+  int rc = rmq_shared_state_create(s->dir, s->socket, s->published, &s->shared, err);
   if (rc != RMQ_OK) return rc;
   rmq_reput_on_progress(s->reput, publish_progress, s);
   rmq_clean_on_deleted(s->clean, publish_deleted, s);
@@ -1395,30 +1394,6 @@ int rmq_store_ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, r
   return r.rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, r.rc, "%s", r.msg);
 }
 
-/* The messages of a follower's rmq_store_put, encoded end to end into one malloc'd buffer. */
-static int encode_all(rmq_store *s, const rmq_message *msgs, int n, rmq_span *out, rmq_err *err) {
-  size_t cap = 4096, used = 0;
-  uint8_t *buf = malloc(cap);
-  for (int i = 0; buf && i < n;) {
-    int32_t len = rmq_commitlog_encode(&s->commitlog, &msgs[i], buf + used, cap - used, err);
-    if (len < 0) {
-      free(buf);
-      return err->code;
-    }
-    if ((size_t)len <= cap - used) {
-      used += (size_t)len;
-      i++;
-      continue;
-    }
-    uint8_t *more = realloc(buf, cap = (cap + (size_t)len) * 2);
-    if (!more) free(buf);
-    buf = more;
-  }
-  if (!buf) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  *out = (rmq_span){buf, used};
-  return RMQ_OK;
-}
-
 /* What a put of encoded records tells its caller, from the owner's answer. */
 static void fill_results(rmq_store *s, const rmq_span *records, int64_t first,
                          const rmq_remote_response *r, rmq_put_result *results, int n) {
@@ -1439,7 +1414,8 @@ static void fill_results(rmq_store *s, const rmq_span *records, int64_t first,
 
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
   rmq_span encoded = {0};
-  int rc = a->spans ? RMQ_OK : encode_all(s, a->msgs, a->n, &encoded, err);
+  int rc = a->spans ? RMQ_OK
+                    : rmq_commitlog_encode_batch(&s->commitlog, a->msgs, a->n, &encoded, err);
   if (rc != RMQ_OK) return rc;
   rmq_remote_request q = {
       .code = RMQ_REQUEST_PUT,
