@@ -53,6 +53,8 @@ struct rmq_allocate_service {
   rmq_mapped_file *current; /* the writer's segment (held), pre-faulted ahead of it */
   rmq_mapped_file *left;    /* a warmed segment the writer has left (held), to unlock */
   int32_t prefaulted;       /* bytes of current already pre-faulted; service thread only */
+  pthread_mutex_t prefault_mu; /* held over a pre-fault step */
+  bool populate_only;          /* under prefault_mu: other processes write past the writer */
 };
 
 static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
@@ -144,7 +146,8 @@ static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   from += (RMQ_OS_PAGE_SIZE - from % RMQ_OS_PAGE_SIZE) % RMQ_OS_PAGE_SIZE;
   if (from >= target) return false;
   int32_t to = target - from > PREFAULT_STEP ? from + PREFAULT_STEP : (int32_t)target;
-  int32_t done = rmq_mapped_file_prefill(mf, from, to);
+  /* Pages that other processes may be writing are only mapped: a pre-fill could zero their bytes. */
+  int32_t done = svc->populate_only ? to : rmq_mapped_file_prefill(mf, from, to);
   if (done == from) return false;
   /* Without the call (Linux < 5.14) the pages are only in the page cache. */
   if (madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE) == 0) {
@@ -195,7 +198,9 @@ static void allocate_run(rmq_service_thread *st) {
     pthread_mutex_lock(&svc->mu);
     rmq_mapped_file *cur = take_current(svc, &seen);
     pthread_mutex_unlock(&svc->mu);
+    pthread_mutex_lock(&svc->prefault_mu);
     bool worked = cur && prefault_step(svc, cur);
+    pthread_mutex_unlock(&svc->prefault_mu);
     bool done = !cur || svc->prefaulted >= cur->file_size;
     if (cur) rmq_mapped_file_release(cur);
     /* While the writer's segment is not fully pre-faulted, look again soon. */
@@ -236,6 +241,12 @@ void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
 
 void rmq_allocate_wakeup(rmq_allocate_service *svc) { rmq_service_thread_wakeup(&svc->thread); }
 
+void rmq_allocate_populate_only(rmq_allocate_service *svc) {
+  pthread_mutex_lock(&svc->prefault_mu);
+  svc->populate_only = true;
+  pthread_mutex_unlock(&svc->prefault_mu);
+}
+
 rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
                                                rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging) {
@@ -246,6 +257,7 @@ rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
   svc->pool = pool;
   svc->staging = staging;
   pthread_mutex_init(&svc->mu, NULL);
+  pthread_mutex_init(&svc->prefault_mu, NULL);
   rmq_cond_init_monotonic(&svc->done_cond);
   rmq_service_thread_init(&svc->thread, "AllocateMappedFileService", allocate_run, svc);
   return svc;
@@ -267,6 +279,7 @@ void rmq_allocate_service_free(rmq_allocate_service *svc) {
   }
   pthread_cond_destroy(&svc->done_cond);
   pthread_mutex_destroy(&svc->mu);
+  pthread_mutex_destroy(&svc->prefault_mu);
   free(svc);
 }
 

@@ -218,7 +218,7 @@ static bool pause_between(rmq_clean_service *cs) {
 /* isSpaceFull: writes are refused above disk_warning_ratio, allowed again below it. */
 static void set_disk_full(rmq_clean_service *cs, int percent) {
   bool full = percent > cs->cfg->disk_warning_ratio;
-  atomic_store(&cs->cl->disk_full, full ? percent : 0);
+  rmq_commitlog_set_disk_full(cs->cl, full ? percent : 0);
 }
 
 static int clean_commitlog(rmq_clean_service *cs, const clean_plan *p) {

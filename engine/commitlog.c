@@ -23,29 +23,46 @@
 
 /* ------------------------------------------------------------- put lock */
 
-static void put_lock(rmq_commitlog *cl) {
+/*
+** The put lock: the processes' shared one (shared_log.h) when the log has a
+** page, which also brings this writer up to what they appended; else this
+** process's mutex or spin lock.
+*/
+static int put_lock(rmq_commitlog *cl, rmq_err *err) {
+  if (cl->shared.log) return rmq_shared_writer_enter(&cl->shared, err);
   if (cl->cfg.use_spin_lock) {
     pthread_spin_lock(&cl->put_spin);
   } else {
     pthread_mutex_lock(&cl->put_mutex);
   }
+  return RMQ_OK;
 }
 
 static void put_unlock(rmq_commitlog *cl) {
-  if (cl->cfg.use_spin_lock) {
+  if (cl->shared.log) {
+    rmq_shared_writer_leave(&cl->shared);
+  } else if (cl->cfg.use_spin_lock) {
     pthread_spin_unlock(&cl->put_spin);
   } else {
     pthread_mutex_unlock(&cl->put_mutex);
   }
 }
 
-/* rmq_commitlog_poison with the put lock held: a segment's failed write reports here. */
-static void poison_locked(void *arg, const char *why) {
+/*
+** rmq_commitlog_poison, and a segment's failed write reports here (under the
+** put lock). Not the put lock: a dispatcher that fails while an owner's open
+** holds it (waiting for that dispatcher) poisons the log too.
+*/
+static void poison_log(void *arg, const char *why) {
   rmq_commitlog *cl = arg;
+  pthread_mutex_lock(&cl->poison_mu);
   if (!atomic_load(&cl->poisoned)) {
     snprintf(cl->poison_msg, sizeof cl->poison_msg, "%.255s", why);
     atomic_store(&cl->poisoned, true);
   }
+  pthread_mutex_unlock(&cl->poison_mu);
+  /* The owner's failure: followers send their puts here, to be refused with its reason. */
+  if (cl->shared.log && !cl->shared.appender) atomic_store(&cl->shared.log->poisoned, 1);
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -64,8 +81,10 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
   }
   pthread_mutex_init(&cl->put_mutex, NULL);
   pthread_spin_init(&cl->put_spin, PTHREAD_PROCESS_PRIVATE);
+  pthread_mutex_init(&cl->shared.follow_mu, NULL);
+  pthread_mutex_init(&cl->poison_mu, NULL);
   int rc = rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
-  cl->mfq.write_failed = poison_locked;
+  cl->mfq.write_failed = poison_log;
   cl->mfq.write_failed_ctx = cl;
   return rc;
 }
@@ -76,13 +95,34 @@ void rmq_commitlog_destroy(rmq_commitlog *cl) {
   rmq_tqt_free(cl->tqt);
   pthread_mutex_destroy(&cl->put_mutex);
   pthread_spin_destroy(&cl->put_spin);
+  pthread_mutex_destroy(&cl->shared.follow_mu);
+  pthread_mutex_destroy(&cl->poison_mu);
   cl->tqt = NULL;
 }
 
-void rmq_commitlog_poison(rmq_commitlog *cl, const char *why) {
-  put_lock(cl);
-  poison_locked(cl, why);
-  put_unlock(cl);
+void rmq_commitlog_poison(rmq_commitlog *cl, const char *why) { poison_log(cl, why); }
+
+/* ------------------------------------------------------ several processes */
+
+void rmq_commitlog_share(rmq_commitlog *cl, rmq_shared_log *log, bool appender) {
+  cl->shared.log = log;
+  cl->shared.q = &cl->mfq;
+  cl->shared.tqt = cl->tqt;
+  cl->shared.appender = appender;
+  cl->shared.spin = cl->cfg.use_spin_lock;
+}
+
+void rmq_commitlog_shared_recovered(rmq_commitlog *cl) {
+  rmq_shared_writer_recovered(&cl->shared, rmq_mfq_max_wrote(&cl->mfq));
+}
+
+void rmq_commitlog_join(rmq_commitlog *cl, int64_t from) {
+  cl->shared.synced = from;
+  cl->shared.cut_seen = atomic_load(&cl->shared.log->cut);
+}
+
+bool rmq_commitlog_direct_writers(rmq_commitlog *cl) {
+  return cl->shared.log && atomic_load(&cl->shared.log->direct_writers);
 }
 
 /* ----------------------------------------------------------- validation */
@@ -250,15 +290,27 @@ int32_t rmq_commitlog_encode_timeup(rmq_commitlog *cl, const rmq_message *in, ui
   return encode_message(cl, in, 0, false, buf, cap, err);
 }
 
+/*
+** Bytes up to end (in mf) are in place: other processes see them first (the
+** shared end), then this one's readers, so that nothing this process may
+** dispatch is ever behind another's mend of a dead writer's tail.
+*/
+static void publish(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t end, int64_t store_timestamp) {
+  if (cl->shared.log) rmq_shared_writer_publish(&cl->shared, end, store_timestamp);
+  rmq_mapped_file_advance_to(mf, (int32_t)(end - mf->file_from_offset));
+}
+
 /* Close mf with a BLANK record over its unused tail and move to a new segment. */
 static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq_err *err) {
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH, err) != RMQ_OK) return NULL;
   rmq_mapped_file_claim(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH);
+  int64_t end = mf->file_from_offset + mf->file_size;
+  if (cl->shared.log) rmq_shared_writer_pending(&cl->shared, end);
   uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
-  rmq_mapped_file_advance(mf, mf->file_size - pos);
+  publish(cl, mf, end, atomic_load(&mf->store_timestamp));
   /*
   ** Bytes reach the file in log order: the next segment may be written
   ** without a buffer (the pool ran out), straight into the page cache, so
@@ -275,14 +327,20 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
 */
 static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, int32_t *ready,
                                          rmq_err *err) {
-  rmq_mapped_file *mf = rmq_mfq_last_or_create(&cl->mfq, 0, err);
-  if (mf && need + RMQ_END_FILE_MIN_BLANK_LENGTH > mf->file_size - rmq_mapped_file_wrote(mf)) {
-    mf = roll_segment(cl, mf, err);
+  rmq_mapped_file *mf = cl->shared.appender ? cl->shared.segment
+                                            : rmq_mfq_last_or_create(&cl->mfq, 0, err);
+  bool room = mf && need + RMQ_END_FILE_MIN_BLANK_LENGTH <= mf->file_size - rmq_mapped_file_wrote(mf);
+  if (mf && !room && cl->shared.appender) {
+    rmq_err_set(err, RMQ_EAGAIN, "the segment is full: the owner rolls the log");
+    return NULL;
   }
+  if (mf && !room) mf = roll_segment(cl, mf, err);
   if (!mf) return NULL;
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + (int32_t)need, err) != RMQ_OK) return NULL;
   *ready = rmq_mapped_file_claim(mf, pos + (int32_t)need);
+  /* Nothing pre-fills ahead while other processes append: write through the mapping. */
+  if (rmq_commitlog_direct_writers(cl)) *ready = mf->file_size;
   return mf;
 }
 
@@ -407,7 +465,7 @@ static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t sta
   if (rmq_io_msync(mf->mapped + page, (size_t)(start + total - page)) == 0) return RMQ_OK;
   rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %lld: %s", mf->path,
               (long long)(start + total), strerror(errno));
-  poison_locked(cl, err->msg);
+  poison_log(cl, err->msg);
   return err->code;
 }
 
@@ -454,21 +512,30 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   atomic_signal_fence(memory_order_seq_cst);
   memcpy(rmq_mapped_file_write_base(mf) + start, spans[0].data, BATCH_HEAD);
   atomic_store(&mf->store_timestamp, st->now);
-  rmq_mapped_file_advance(mf, (int32_t)total);
+  publish(cl, mf, mf->file_from_offset + start + total, st->now);
   return RMQ_OK;
 }
 
 void rmq_commitlog_prepare_segment(rmq_commitlog *cl) {
   if (!cl->mfq.writable || rmq_mfq_count(&cl->mfq) > 0) return;
   rmq_err ignored = {0};
-  put_lock(cl);
+  if (put_lock(cl, &ignored) != RMQ_OK) return;
   rmq_mfq_last_or_create(&cl->mfq, 0, &ignored);
   put_unlock(cl);
 }
 
+static atomic_int *disk_full(rmq_commitlog *cl) {
+  return cl->shared.log ? &cl->shared.log->disk_full : &cl->disk_full;
+}
+
+int rmq_commitlog_disk_full(rmq_commitlog *cl) { return atomic_load(disk_full(cl)); }
+void rmq_commitlog_set_disk_full(rmq_commitlog *cl, int percent) {
+  atomic_store(disk_full(cl), percent);
+}
+
 /* DefaultMessageStore.checkStoreStatus: no put while the disk is full (RunningFlags.DISK_FULL). */
 static int check_disk(rmq_commitlog *cl, rmq_err *err) {
-  int percent = atomic_load_explicit(&cl->disk_full, memory_order_relaxed);
+  int percent = atomic_load_explicit(disk_full(cl), memory_order_relaxed);
   if (percent == 0) return RMQ_OK;
   return rmq_err_set(err, RMQ_EFULL,
                      "disk of %s is %d%% full, above disk_warning_ratio %d%%: writes are refused "
@@ -490,7 +557,7 @@ static void recheck_disk(rmq_commitlog *cl, int64_t end) {
     return;
   }
   int percent = rmq_io_disk_used_percent(cl->mfq.dir);
-  if (percent > cl->cfg.disk_warning_ratio) atomic_store(&cl->disk_full, percent);
+  if (percent > cl->cfg.disk_warning_ratio) atomic_store(disk_full(cl), percent);
 }
 
 /*
@@ -512,6 +579,7 @@ static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, i
   rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
   if (!mf) return err->code;
   *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
+  if (cl->shared.log) rmq_shared_writer_pending(&cl->shared, *first_offset + total);
   return append_encoded(cl, mf, spans, nspans, count, total, st, ready, err);
 }
 
@@ -525,7 +593,8 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   int rc = check_batch_size(cl, count, total, err);
   if (rc == RMQ_OK) rc = check_disk(cl, err);
   if (rc != RMQ_OK) return rc;
-  put_lock(cl);
+  rc = put_lock(cl, err);
+  if (rc != RMQ_OK) return rc;
   stamp_state st = {.now = rmq_now_ms(), .result = results};
   atomic_store(&cl->begin_time_in_lock, st.now);
   rc = locked_append(cl, spans, nspans, count, total, &st, first_offset, err);
@@ -602,10 +671,11 @@ static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
   int rc = rmq_mapped_file_reserve(mf, pos + (int32_t)len, err);
   if (rc != RMQ_OK) return rc;
   rmq_mapped_file_claim(mf, pos + (int32_t)len);
+  if (cl->shared.log) rmq_shared_writer_pending(&cl->shared, offset + (int64_t)len);
   rc = rmq_mapped_file_write(mf, pos, data, len, err);
   if (rc != RMQ_OK) return rc;
   if (store_timestamp > 0) atomic_store(&mf->store_timestamp, store_timestamp);
-  rmq_mapped_file_advance(mf, (int32_t)len);
+  publish(cl, mf, offset + (int64_t)len, atomic_load(&mf->store_timestamp));
   return RMQ_OK;
 }
 
@@ -613,8 +683,8 @@ int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
                               int64_t store_timestamp, rmq_err *err) {
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   int rc = check_disk(cl, err);
+  if (rc == RMQ_OK) rc = put_lock(cl, err);
   if (rc != RMQ_OK) return rc;
-  put_lock(cl);
   rc = locked_append_data(cl, offset, data, len, store_timestamp, err);
   put_unlock(cl);
   if (rc != RMQ_OK || len == 0) return rc;
@@ -705,7 +775,21 @@ int rmq_commitlog_put(rmq_commitlog *cl, const rmq_message *msgs, int n, rmq_put
 /* ---------------------------------------------------------------- reads */
 
 int64_t rmq_commitlog_min_offset(rmq_commitlog *cl) { return rmq_mfq_min_offset(&cl->mfq); }
-int64_t rmq_commitlog_max_offset(rmq_commitlog *cl) { return rmq_mfq_max_offset(&cl->mfq); }
+int64_t rmq_commitlog_max_offset(rmq_commitlog *cl) {
+  rmq_shared_writer_follow(&cl->shared);
+  return rmq_mfq_max_offset(&cl->mfq);
+}
+
+void rmq_commitlog_follow_shared(rmq_commitlog *cl) {
+  if (!rmq_shared_writer_follow(&cl->shared)) return;
+  int64_t end = rmq_mfq_max_wrote(&cl->mfq);
+  rmq_mapped_file *last = rmq_mfq_last(&cl->mfq);
+  if (last) {
+    atomic_store(&last->store_timestamp, atomic_load(&cl->shared.log->store_timestamp));
+    rmq_mapped_file_release(last);
+  }
+  after_append(cl, end);
+}
 int64_t rmq_commitlog_flushed_offset(rmq_commitlog *cl) {
   return atomic_load(&cl->mfq.flushed_where);
 }
@@ -1138,10 +1222,12 @@ int rmq_commitlog_recover(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err) {
 
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
                                     int32_t queue_id, int64_t next_offset) {
-  put_lock(cl);
+  /* A shared log's opener holds the processes' lock already (rmq_commitlog_share). */
+  rmq_err ignored = {0};
+  bool lock = !cl->shared.log && put_lock(cl, &ignored) == RMQ_OK;
   rmq_tqt_entry *e = rmq_tqt_get(cl->tqt, topic, topic_len, queue_id);
   if (e) e->next_offset = next_offset;
-  put_unlock(cl);
+  if (lock) put_unlock(cl);
 }
 
 int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, const char *tags,

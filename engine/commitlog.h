@@ -32,6 +32,7 @@
 #include "message.h"
 #include "message_id.h"
 #include "rmq.h"
+#include "shared_log.h"
 #include "topic_queue_table.h"
 
 #define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
@@ -54,8 +55,10 @@ typedef struct rmq_commitlog {
   pthread_mutex_t put_mutex;
   pthread_spinlock_t put_spin;
   atomic_bool poisoned;
-  char poison_msg[256]; /* written once, before poisoned is set */
+  pthread_mutex_t poison_mu; /* the first poisoner writes the message */
+  char poison_msg[256];      /* written once, before poisoned is set */
   atomic_int disk_full; /* 0, or the disk's used percent above disk_warning_ratio (clean.c) */
+  rmq_shared_writer shared; /* the processes' put lock and end, when shared (its log not NULL) */
   _Atomic int64_t disk_check_at;      /* the writer looks at the disk again past this offset */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
@@ -141,6 +144,34 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
 */
 int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
                               int64_t store_timestamp, rmq_err *err);
+/*
+** Several processes append to one log (shared_log.h): the put lock becomes
+** log's, which every put takes, catching up with what the others appended.
+** The owner shares its log before recovery, holding the lock
+** (rmq_shared_log_lock) until its open is done, and calls
+** rmq_commitlog_shared_recovered once the log's end is known; in that time
+** rmq_commitlog_set_queue_offset does not take the lock. An appender (a
+** follower's log, its segments opened as it needs them) is given its queue
+** offsets as they stood at `from` (rmq_commitlog_set_queue_offset), and
+** rmq_commitlog_join reads back the rest; its puts fail with RMQ_EAGAIN
+** when the owner must append them (a roll, a cut log, a failed owner).
+*/
+void rmq_commitlog_share(rmq_commitlog *cl, rmq_shared_log *log, bool appender);
+void rmq_commitlog_shared_recovered(rmq_commitlog *cl);
+void rmq_commitlog_join(rmq_commitlog *cl, int64_t from);
+/* A follower appends itself (shared_log.h's direct_writers). */
+bool rmq_commitlog_direct_writers(rmq_commitlog *cl);
+/*
+** The owner: take in what other processes appended (positions, the last
+** store time) and wake the flush and HA services for it. Flushes and a wait
+** for a follower's durable end call it; rmq_commitlog_max_offset follows
+** the positions alone.
+*/
+void rmq_commitlog_follow_shared(rmq_commitlog *cl);
+/* The disk is above disk_warning_ratio (percent), or not (0); every process of a shared log. */
+int rmq_commitlog_disk_full(rmq_commitlog *cl);
+void rmq_commitlog_set_disk_full(rmq_commitlog *cl, int percent);
+
 /* Poison the log after an I/O failure (first message kept). */
 void rmq_commitlog_poison(rmq_commitlog *cl, const char *why);
 

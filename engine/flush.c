@@ -46,6 +46,7 @@ static void tell_readers(rmq_flush_service *fs) {
 static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
   bool moved = true;
   int rc = RMQ_OK;
+  rmq_commitlog_follow_shared(fs->cl);
   for (int i = 0; rc == RMQ_OK && moved && i < 1000; i++) {
     bool committed = false, flushed = false;
     if (fs->cl->mfq.pool) rc = rmq_mfq_commit(&fs->cl->mfq, 0, &committed, err);
@@ -80,6 +81,7 @@ static void flush_real_time_run(rmq_service_thread *st) {
     }
     rmq_err err = {0};
     bool moved;
+    rmq_commitlog_follow_shared(fs->cl);
     if (rmq_mfq_flush(&fs->cl->mfq, least, &moved, &err) != RMQ_OK) {
       on_io_failure(fs, &err);
     } else {
@@ -168,6 +170,7 @@ static void complete_requests(rmq_flush_service *fs, int rc) {
 static int flush_to(rmq_flush_service *fs, int64_t target, rmq_err *err) {
   bool moved, any = false;
   int rc;
+  rmq_commitlog_follow_shared(fs->cl);
   do {
     rc = rmq_mfq_flush(&fs->cl->mfq, 0, &moved, err);
     any = any || moved;

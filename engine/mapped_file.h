@@ -157,6 +157,18 @@ static inline bool rmq_mapped_file_is_full(rmq_mapped_file *mf) {
 static inline void rmq_mapped_file_advance(rmq_mapped_file *mf, int32_t n) {
   atomic_fetch_add_explicit(&mf->wrote_position, n, memory_order_release);
 }
+/*
+** Publish bytes up to pos (never back): the CommitLog's writer, and an
+** owner following what other processes appended (shared_log.h), may both
+** move a position, so each moves it to a place, not by an amount.
+*/
+static inline void rmq_mapped_file_advance_to(rmq_mapped_file *mf, int32_t pos) {
+  int32_t at = rmq_mapped_file_wrote(mf);
+  while (at < pos && !atomic_compare_exchange_weak_explicit(&mf->wrote_position, &at, pos,
+                                                            memory_order_release,
+                                                            memory_order_acquire)) {
+  }
+}
 /* Append len bytes at the write position; false if they do not fit. */
 bool rmq_mapped_file_append(rmq_mapped_file *mf, const void *data, int32_t len);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "file_name.h"
 
@@ -437,4 +438,52 @@ int rmq_mfq_follow_deleted(rmq_mapped_file_queue *q, bool identity, int *dropped
   q->count = kept;
   pthread_rwlock_unlock(&q->lock);
   return RMQ_OK;
+}
+
+/* ------------------------------------------------------ shared appends */
+
+void rmq_mfq_advance_to(rmq_mapped_file_queue *q, int64_t from, int64_t to) {
+  pthread_rwlock_rdlock(&q->lock);
+  for (int i = 0; i < q->count; i++) {
+    rmq_mapped_file *mf = q->files[i];
+    if (mf->file_from_offset + mf->file_size <= from || mf->file_from_offset >= to) continue;
+    int64_t pos = to - mf->file_from_offset;
+    rmq_mapped_file_advance_to(mf, (int32_t)(pos < mf->file_size ? pos : mf->file_size));
+  }
+  pthread_rwlock_unlock(&q->lock);
+}
+
+/* Shut the leading files down (no unlink: they are the store's) up to `keep`. */
+static void drop_leading(rmq_mapped_file_queue *q, int keep_from) {
+  for (int i = 0; i < keep_from; i++) rmq_mapped_file_shutdown(q->files[i], false);
+  memmove(q->files, q->files + keep_from, (size_t)(q->count - keep_from) * sizeof *q->files);
+  q->count -= keep_from;
+}
+
+static int open_segment(rmq_mapped_file_queue *q, int64_t from, rmq_err *err) {
+  char path[4096], name[21];
+  rmq_file_name(from, name);
+  snprintf(path, sizeof path, "%s/%s", q->dir, name);
+  if (access(path, F_OK) != 0) {
+    return rmq_err_set(err, RMQ_ENOTFOUND, "no segment %s: %s", path, strerror(errno));
+  }
+  rmq_mapped_file *mf;
+  int rc = rmq_mapped_file_open(path, from, q->file_size, false, true, &mf, err);
+  if (rc == RMQ_OK && (rc = mfq_push(q, mf, err)) != RMQ_OK) rmq_mapped_file_shutdown(mf, false);
+  return rc;
+}
+
+int rmq_mfq_keep_range(rmq_mapped_file_queue *q, int64_t from, int64_t to, rmq_err *err) {
+  int64_t first = from - from % q->file_size, last = to - to % q->file_size;
+  pthread_rwlock_wrlock(&q->lock);
+  int keep = 0;
+  while (keep < q->count && q->files[keep]->file_from_offset < first) keep++;
+  /* Opened in order from the first segment wanted: files kept must start there. */
+  if (keep < q->count && q->files[keep]->file_from_offset != first) keep = q->count;
+  drop_leading(q, keep);
+  int64_t next = q->count ? q->files[q->count - 1]->file_from_offset + q->file_size : first;
+  int rc = RMQ_OK;
+  for (; rc == RMQ_OK && next <= last; next += q->file_size) rc = open_segment(q, next, err);
+  pthread_rwlock_unlock(&q->lock);
+  return rc;
 }

@@ -123,6 +123,16 @@ bool rmq_mfq_delete_first(rmq_mapped_file_queue *q);
 ** rmq_mapped_file_open, RMQ_ENOMEM.
 */
 int rmq_mfq_follow_new(rmq_mapped_file_queue *q, int *added, rmq_err *err);
+
+/* Publish the bytes of [from, to) in the files that hold them (rmq_mapped_file_advance_to). */
+void rmq_mfq_advance_to(rmq_mapped_file_queue *q, int64_t from, int64_t to);
+/*
+** A follower that appends itself keeps open (writable) the segments that
+** hold [from, to] and none before: those another process made since, opened
+** from their files. RMQ_ENOTFOUND when one is not there (expired, or not
+** made yet); RMQ_ECORRUPT and RMQ_EIO as rmq_mapped_file_open.
+*/
+int rmq_mfq_keep_range(rmq_mapped_file_queue *q, int64_t from, int64_t to, rmq_err *err);
 int rmq_mfq_follow_deleted(rmq_mapped_file_queue *q, bool identity, int *dropped, rmq_err *err);
 
 #endif

@@ -7,7 +7,9 @@
 ** process that opened the store for writing sends it what changes the
 ** store: its appends (SEND_BATCH_MESSAGE), its waits for them to be durable,
 ** consumer offsets (UPDATE_CONSUMER_OFFSET), messages given back
-** (CONSUMER_SEND_MSG_BACK), flush and clean. Both ends are processes of one
+** (CONSUMER_SEND_MSG_BACK), flush and clean; or it joins, and then appends
+** itself under the shared put lock (shared_log.h), sending the puts the
+** owner must make (a roll). Both ends are processes of one
 ** machine built from one source, so the frames are the structs' bytes.
 **
 ** A request: its fixed part, then group and topic (their lengths in the
@@ -30,6 +32,7 @@ typedef enum rmq_request_code {
   RMQ_REQUEST_SEND_BACK,     /* group, offset: the message's; -> a the new record's offset */
   RMQ_REQUEST_FLUSH,         /* -> a the flushed offset */
   RMQ_REQUEST_CLEAN,         /* -> a files deleted */
+  RMQ_REQUEST_JOIN,          /* the sender appends itself from now on (shared_log.h) */
   RMQ_REQUEST_CODE_END
 } rmq_request_code;
 

@@ -223,7 +223,8 @@ static void reput_run(rmq_service_thread *st) {
     do_reput(r);
     if (!atomic_load(&r->failed) && linger(r)) continue;
     tell_idle(r);
-    rmq_service_thread_wait(st, 1000);
+    /* Followers that append themselves wake nobody here: look every 1 ms (ReputMessageService). */
+    rmq_service_thread_wait(st, rmq_commitlog_direct_writers(r->cl) ? 1 : 1000);
   }
   do_reput(r); /* what was appended before shutdown */
   tell_idle(r);

@@ -205,7 +205,8 @@ enum {
   RMQ_ENOTFOUND, /* no such message, queue or file */
   RMQ_ECLOSED,   /* the store is shutting down */
   RMQ_EFULL,     /* a segment or an index file has no room, or the disk is full */
-  RMQ_ENOSLAVE   /* sync_master: no slave to replicate to (SLAVE_NOT_AVAILABLE) */
+  RMQ_ENOSLAVE,  /* sync_master: no slave to replicate to (SLAVE_NOT_AVAILABLE) */
+  RMQ_EAGAIN     /* engine-internal: this process cannot append now; its owner appends it */
 };
 
 typedef struct rmq_err {

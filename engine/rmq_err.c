@@ -35,6 +35,7 @@ const char *rmq_strerror(int code) {
     case RMQ_ECLOSED: return "store is closed";
     case RMQ_EFULL: return "file is full";
     case RMQ_ENOSLAVE: return "no slave available";
+    case RMQ_EAGAIN: return "try again through the owner";
     default: return "unknown error";
   }
 }

@@ -24,7 +24,8 @@
 
 #define PAGE_SIZE 4096
 #define MAGIC "sqlite-rocketmq"
-#define VERSION 1
+#define VERSION 2
+#define BOOT_ID_LEN 40
 
 typedef struct shared_page {
   char magic[16];
@@ -34,6 +35,8 @@ typedef struct shared_page {
   _Atomic int32_t owner_pid;
   _Atomic int64_t dispatched;
   char socket[RMQ_SHARED_SOCKET_MAX];
+  char boot_id[BOOT_ID_LEN]; /* the kernel's: a page from before a reboot is stale */
+  _Alignas(64) rmq_shared_log log;
 } shared_page;
 
 _Static_assert(sizeof(shared_page) <= PAGE_SIZE, "the shared page fits a page");
@@ -81,39 +84,72 @@ static int map_page(const char *dir, bool writable, shared_page **out, rmq_err *
   return rc;
 }
 
-int rmq_shared_state_create(const char *dir, const char *socket_name, int64_t dispatched,
-                            rmq_shared_state **out, rmq_err *err) {
+/* The running kernel's boot id; "" when it cannot be read. */
+static void boot_id(char out[BOOT_ID_LEN]) {
+  memset(out, 0, BOOT_ID_LEN);
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, BOOT_ID_LEN - 1);
+  close(fd);
+  if (n < 0) n = 0;
+  out[n] = '\0';
+}
+
+static bool page_valid(const shared_page *p) {
+  char boot[BOOT_ID_LEN];
+  boot_id(boot);
+  return memcmp(p->magic, MAGIC, sizeof MAGIC) == 0 && atomic_load(&p->version) == VERSION &&
+         memcmp(p->boot_id, boot, BOOT_ID_LEN) == 0;
+}
+
+/* Write the page anew: nobody uses it, or it is not one of this boot's. */
+static int make_page(shared_page *p, rmq_err *err) {
+  int64_t epoch = atomic_load(&p->epoch);
+  memset(p, 0, sizeof *p);
+  memcpy(p->magic, MAGIC, sizeof MAGIC);
+  boot_id(p->boot_id);
+  atomic_store(&p->epoch, epoch);
+  int rc = rmq_shared_log_init(&p->log, 0, err);
+  atomic_store(&p->version, VERSION);
+  return rc;
+}
+
+int rmq_shared_state_attach(const char *dir, bool owner, bool alone, rmq_shared_state **out,
+                            rmq_err *err) {
   *out = NULL;
   rmq_shared_state *st = calloc(1, sizeof *st);
   if (!st) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   int rc = map_page(dir, true, &st->page, err);
-  if (rc != RMQ_OK) {
+  bool valid = rc == RMQ_OK && page_valid(st->page);
+  if (rc == RMQ_OK && owner && (alone || !valid)) rc = make_page(st->page, err);
+  if (rc != RMQ_OK || (!owner && !valid)) {
+    if (st->page) munmap(st->page, PAGE_SIZE);
     free(st);
     return rc;
   }
+  st->owner = owner;
+  *out = st;
+  return RMQ_OK;
+}
+
+void rmq_shared_state_own(rmq_shared_state *st, const char *socket_name, int64_t dispatched) {
   shared_page *p = st->page;
-  st->owner = true;
-  if (memcmp(p->magic, MAGIC, sizeof MAGIC) != 0 || atomic_load(&p->version) != VERSION) {
-    memset(p, 0, sizeof *p);
-    memcpy(p->magic, MAGIC, sizeof MAGIC);
-    atomic_store(&p->version, VERSION);
-  }
   snprintf(p->socket, sizeof p->socket, "%s", socket_name);
   atomic_store(&p->dispatched, dispatched);
   atomic_store(&p->owner_pid, (int32_t)getpid());
   atomic_fetch_add(&p->epoch, 1);
   atomic_fetch_add(&p->seq, 1);
   wake_all(p);
-  *out = st;
-  return RMQ_OK;
 }
+
+rmq_shared_log *rmq_shared_state_log(rmq_shared_state *st) { return &st->page->log; }
 
 int rmq_shared_state_open(const char *dir, rmq_shared_state **out, rmq_err *err) {
   *out = NULL;
   shared_page *p = NULL;
   int rc = map_page(dir, false, &p, err);
   if (rc != RMQ_OK || !p) return rc;
-  if (memcmp(p->magic, MAGIC, sizeof MAGIC) != 0 || atomic_load(&p->version) != VERSION) {
+  if (!page_valid(p)) {
     munmap(p, PAGE_SIZE);
     return RMQ_OK;
   }
@@ -129,7 +165,7 @@ int rmq_shared_state_open(const char *dir, rmq_shared_state **out, rmq_err *err)
 
 void rmq_shared_state_close(rmq_shared_state *st) {
   if (!st) return;
-  if (st->owner) {
+  if (st->owner && atomic_load(&st->page->owner_pid) == (int32_t)getpid()) {
     st->page->socket[0] = '\0';
     atomic_store(&st->page->owner_pid, 0);
     atomic_fetch_add(&st->page->seq, 1);

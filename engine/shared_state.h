@@ -20,9 +20,14 @@
 **   dispatched      everything before this commit-log offset is in the
 **                   consume queues and the index.
 **   socket          the abstract Unix socket the owner takes writes on.
+**   boot_id         the kernel's: a page written before a reboot is stale.
+**   log             the CommitLog's put lock and end (shared_log.h), which
+**                   the owner and followers that append themselves share.
 **
-** Nothing here is trusted that the store's files cannot give again: a new
-** owner writes the page from its own recovery, so a missing, truncated or
+** Nothing here is trusted that the store's files cannot give again: an
+** owner that opens alone (no other process has the store open for
+** writing), or finds a page of another version or boot, writes it anew and
+** sets the log's end from its own recovery, so a missing, truncated or
 ** foreign file is rebuilt, never believed.
 */
 #ifndef RMQ_SHARED_STATE_H
@@ -32,15 +37,23 @@
 #include <stdint.h>
 
 #include "rmq.h"
+#include "shared_log.h"
 
 #define RMQ_SHARED_STATE_FILE "sqlite-rocketmq.shm"
 #define RMQ_SHARED_SOCKET_MAX 96
 
 typedef struct rmq_shared_state rmq_shared_state;
 
-/* The owner: create or take over the page, writable; epoch bumped, owner_pid this process. */
-int rmq_shared_state_create(const char *dir, const char *socket_name, int64_t dispatched,
-                            rmq_shared_state **out, rmq_err *err);
+/*
+** A writer maps the page writable, before its recovery (the put lock guards
+** it). The owner (owner) writes it anew when alone or when it is not a valid
+** page of this boot; a follower gets *out NULL (RMQ_OK) when it is not one.
+*/
+int rmq_shared_state_attach(const char *dir, bool owner, bool alone, rmq_shared_state **out,
+                            rmq_err *err);
+/* The open owner: its socket and dispatch on the page; epoch bumped, owner_pid this process. */
+void rmq_shared_state_own(rmq_shared_state *st, const char *socket_name, int64_t dispatched);
+rmq_shared_log *rmq_shared_state_log(rmq_shared_state *st);
 /*
 ** Any other process: map the page read-only. *out NULL (and RMQ_OK) when the
 ** file is missing or not a page of ours: a store no owner of ours has run

@@ -60,7 +60,7 @@ static void retention_stats(rmq_store *s, rmq_stats *st) {
   rmq_commitlog *cl = rmq_store_commitlog(s);
   int percent = rmq_io_disk_used_percent(cl->mfq.dir);
   st->disk_used_ratio = percent < 0 ? -1 : percent / 100.0;
-  st->disk_full = atomic_load(&cl->disk_full) != 0;
+  st->disk_full = rmq_commitlog_disk_full(cl) != 0;
   rmq_clean_counts(rmq_store_clean_service(s), &st->clean_runs, &st->files_deleted);
   st->files_awaiting_readers = rmq_retired_count(rmq_store_retired(s));
 }

@@ -94,6 +94,11 @@ struct rmq_store {
   rmq_retired_files retired; /* deleted files that readers still hold */
   /* Several processes: the owner's page (shared_state.h), or a read-only store's follower. */
   rmq_shared_state *shared;
+  bool holding_put_lock;      /* the owner's open holds the processes' put lock */
+  rmq_commitlog *_Atomic appender; /* a follower's own writer on the shared log, once made */
+  atomic_bool appender_stale;      /* it must join again before it appends */
+  pthread_mutex_t join_mu;         /* joins, one at a time */
+  bool join_refused;               /* under join_mu: the owner appends every put itself */
   pthread_mutex_t publish_mu; /* the owner's publishes, in order */
   int64_t published;          /* the dispatched offset last published; under publish_mu */
   rmq_follower *follow;       /* a read-only view following the files (follow.h) */
@@ -361,6 +366,12 @@ static int take_lock(rmq_store *s, lock_mode mode, rmq_err *err) {
   return RMQ_OK;
 }
 
+/* Does another process have the store open for writing (a shared lock on byte 0)? */
+static bool others_writing(rmq_store *s) {
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+  return fcntl(s->lock_fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK;
+}
+
 void rmq_store_drop_inherited_lock(rmq_store *s) {
   if (s->lock_fd >= 0) close(s->lock_fd);
   s->lock_fd = -1;
@@ -465,17 +476,23 @@ static void remove_abort(rmq_store *s) {
 
 /* ------------------------------------------------------------- open/close */
 
-static int open_commitlog(rmq_store *s, rmq_err *err) {
-  rmq_commitlog_config cc = {
+/* The CommitLog's settings; flush_sync as this process asked (a follower's own puts). */
+static int commitlog_config(rmq_store *s, rmq_commitlog_config *cc, rmq_err *err) {
+  *cc = (rmq_commitlog_config){
       .file_size = s->cfg.commitlog_file_size,
       .max_message_size = s->cfg.max_message_size,
       .use_spin_lock = s->cfg.use_spin_lock,
-      .flush_sync = s->cfg.flush_sync,
+      .flush_sync = s->user_cfg.flush_sync,
       .disk_warning_ratio = s->cfg.disk_warning_ratio,
       .store_host = s->cfg.store_host,
   };
-  int rc = rmq_parse_delay_levels(s->cfg.delay_levels, cc.delay_ms, RMQ_MAX_DELAY_LEVELS,
-                                  &cc.delay_level_count, err);
+  return rmq_parse_delay_levels(s->cfg.delay_levels, cc->delay_ms, RMQ_MAX_DELAY_LEVELS,
+                                &cc->delay_level_count, err);
+}
+
+static int open_commitlog(rmq_store *s, rmq_err *err) {
+  rmq_commitlog_config cc;
+  int rc = commitlog_config(s, &cc, err);
   if (rc == RMQ_OK) rc = rmq_commitlog_init(&s->commitlog, s->dir, &cc, !s->cfg.readonly, err);
   s->commitlog.mfq.retired = &s->retired;
   if (rc == RMQ_OK) rc = rmq_mfq_load(&s->commitlog.mfq, s->cfg.readonly, err);
@@ -701,6 +718,26 @@ static int load_topics(rmq_store *s, rmq_err *err) {
 static int start_follower(rmq_store *s, rmq_err *err);
 static int start_server(rmq_store *s, rmq_err *err);
 
+/*
+** The owner maps the shared page before its recovery, and holds its put
+** lock until its services run: followers that append themselves
+** (shared_log.h) wait while the log's end is found and dispatched. A page
+** nobody else uses is written anew.
+*/
+static int lock_shared_log(rmq_store *s, rmq_err *err) {
+  int rc = rmq_shared_state_attach(s->dir, true, !others_writing(s), &s->shared, err);
+  if (rc == RMQ_OK) {
+    rc = rmq_shared_log_lock(rmq_shared_state_log(s->shared), s->cfg.use_spin_lock, s->dir, err);
+  }
+  s->holding_put_lock = rc == RMQ_OK;
+  return rc;
+}
+
+static void unlock_shared_log(rmq_store *s) {
+  if (s->holding_put_lock) rmq_shared_log_unlock(rmq_shared_state_log(s->shared));
+  s->holding_put_lock = false;
+}
+
 static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
   bool writable = !s->cfg.readonly;
   int rc = writable ? rmq_store_make_dir(s->dir, err) : RMQ_OK;
@@ -716,11 +753,16 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
     s->cfg.readonly = true;
     writable = false;
   }
+  if (rc == RMQ_OK && writable) rc = lock_shared_log(s, err);
   s->last_exit_ok = !abort_exists(s);
   if (rc == RMQ_OK) rc = open_commitlog(s, err);
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, writable, err);
   if (rc == RMQ_OK) rc = open_queues(s, err);
   if (rc == RMQ_OK) rc = recover(s, err);
+  if (rc == RMQ_OK && s->shared) {
+    rmq_commitlog_share(&s->commitlog, rmq_shared_state_log(s->shared), false);
+    rmq_commitlog_shared_recovered(&s->commitlog);
+  }
   if (rc == RMQ_OK) {
     s->clean = rmq_clean_service_new(s->dir, &s->cfg, &s->commitlog, s->cqs, &s->index, &s->retired,
                                      err);
@@ -729,6 +771,11 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
   if (rc != RMQ_OK || !writable) return rc == RMQ_OK && s->via_owner ? start_follower(s, err) : rc;
   rc = start_ha_service(s, err);
   if (rc == RMQ_OK) rc = start_services(s, err);
+  /* Followers that append themselves came before: their bytes lie past this one's end. */
+  if (rc == RMQ_OK && rmq_commitlog_direct_writers(&s->commitlog)) {
+    rmq_allocate_populate_only(s->allocate);
+  }
+  unlock_shared_log(s);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
   if (rc == RMQ_OK) rc = load_topics(s, err);
   if (rc == RMQ_OK) rc = rmq_tcm_start(s->topics, err);
@@ -770,8 +817,7 @@ static int store_share(rmq_store *s, rmq_err *err) {
     return rmq_follower_new(s->dir, &s->commitlog, s->cqs, &s->index, &s->follow, err);
   }
   s->published = rmq_reput_offset(s->reput);
-  int rc = rmq_shared_state_create(s->dir, s->socket, s->published, &s->shared, err);
-  if (rc != RMQ_OK) return rc;
+  rmq_shared_state_own(s->shared, s->socket, s->published);
   rmq_reput_on_progress(s->reput, publish_progress, s);
   rmq_clean_on_deleted(s->clean, publish_deleted, s);
   /* What was dispatched between the page's making and the hook. */
@@ -781,6 +827,11 @@ static int store_share(rmq_store *s, rmq_err *err) {
 
 /* After the services stopped: nothing publishes any more. */
 static void store_unshare(rmq_store *s) {
+  unlock_shared_log(s);
+  rmq_commitlog *appender = atomic_load(&s->appender);
+  if (appender) rmq_commitlog_destroy(appender);
+  free(appender);
+  atomic_store(&s->appender, NULL);
   rmq_follower_free(s->follow);
   s->follow = NULL;
   rmq_shared_state_close(s->shared);
@@ -812,6 +863,7 @@ static int store_open_once(const char *dir, const rmq_config *cfg, bool may_foll
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
   pthread_mutex_init(&s->publish_mu, NULL);
+  pthread_mutex_init(&s->join_mu, NULL);
   int rc = store_open_steps(s, may_follow, err);
   if (rc == RMQ_OK) rc = store_share(s, err);
   /* What the files decided (a segment size), and a via-owner store still writes. */
@@ -962,6 +1014,7 @@ void rmq_store_close(rmq_store *s) {
   rmq_transient_store_pool_free(s->pool);
   if (s->lock_fd >= 0) close(s->lock_fd);
   pthread_mutex_destroy(&s->publish_mu);
+  pthread_mutex_destroy(&s->join_mu);
   free(s->dir);
   free(s);
 }
@@ -1389,6 +1442,7 @@ int rmq_store_ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, r
   rmq_remote_response r;
   int rc = rmq_owner_link_call(s->link, q, &r, err);
   if (rc != RMQ_OK) return rc;
+  atomic_store(&s->owner_waits, r.flags & RMQ_RESPONSE_OWNER_WAITS);
   free(r.results);
   if (a) *a = r.a;
   return r.rc == RMQ_OK ? RMQ_OK : rmq_err_set(err, r.rc, "%s", r.msg);
@@ -1412,7 +1466,8 @@ static void fill_results(rmq_store *s, const rmq_span *records, int64_t first,
   }
 }
 
-static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
+/* A put the owner makes for this process: the records sent over the socket. */
+static int forward_put(rmq_store *s, const put_args *a, rmq_err *err) {
   rmq_span encoded = {0};
   int rc = a->spans ? RMQ_OK
                     : rmq_commitlog_encode_batch(&s->commitlog, a->msgs, a->n, &encoded, err);
@@ -1438,6 +1493,106 @@ static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
   free(r.results);
   free(encoded.data);
   return rc;
+}
+
+/* -------------------------------------------- a follower's own appends */
+
+/*
+** The queues' next offsets as of the page's dispatched offset: the consume
+** queues this process follows hold every entry of the records before it.
+*/
+static int seed_queue_offsets(void *ctx, rmq_topic_queue_table *tqt, int64_t *from, rmq_err *err) {
+  rmq_store *s = ctx;
+  *from = rmq_shared_state_dispatched(s->shared);
+  int rc = rmq_store_refresh(s, err);
+  rmq_consume_queue **all;
+  int n;
+  if (rc == RMQ_OK) rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
+  if (rc != RMQ_OK) return rc;
+  for (int i = 0; i < n && rc == RMQ_OK; i++) {
+    rmq_tqt_entry *e = rmq_tqt_get(tqt, all[i]->topic, strlen(all[i]->topic), all[i]->queue_id);
+    if (e) e->next_offset = rmq_cq_max_offset(all[i]);
+    if (!e) rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  free(all);
+  return rc;
+}
+
+/* This process's writer on the shared log, made at the first put. */
+static int make_appender(rmq_store *s, rmq_err *err) {
+  rmq_commitlog_config cc;
+  int rc = commitlog_config(s, &cc, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_commitlog *cl = calloc(1, sizeof *cl);
+  if (!cl) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  rc = rmq_commitlog_init(cl, s->dir, &cc, true, err);
+  if (rc != RMQ_OK) {
+    rmq_commitlog_destroy(cl);
+    free(cl);
+    return rc;
+  }
+  rmq_commitlog_share(cl, rmq_shared_state_log(s->shared), true);
+  atomic_store(&s->appender_stale, true);
+  atomic_store(&s->appender, cl);
+  return RMQ_OK;
+}
+
+/*
+** Ask the owner to let this process append itself (it stops pre-filling
+** past its own end), then read the queue offsets in. An owner that refuses
+** (its puts go through a write buffer, or it is a slave) is not asked again.
+*/
+static int join(rmq_store *s, rmq_err *err) {
+  rmq_remote_request q = {.code = RMQ_REQUEST_JOIN};
+  int rc = rmq_store_ask_owner(s, &q, NULL, err);
+  if (rc == RMQ_OK && !s->shared) rc = rmq_shared_state_attach(s->dir, false, false, &s->shared, err);
+  if (rc == RMQ_OK && !s->shared) return rmq_err_set(err, RMQ_EAGAIN, "no shared page");
+  if (rc != RMQ_OK) {
+    s->join_refused = true;
+    return rc;
+  }
+  if (!atomic_load(&s->appender)) rc = make_appender(s, err);
+  rmq_commitlog *cl = atomic_load(&s->appender);
+  if (rc == RMQ_OK) rc = rmq_shared_writer_join(&cl->shared, seed_queue_offsets, s, err);
+  atomic_store(&s->appender_stale, rc != RMQ_OK);
+  return rc;
+}
+
+/* The writer to append with, or NULL: the owner appends for this process. */
+static rmq_commitlog *appender(rmq_store *s) {
+  rmq_commitlog *cl = atomic_load(&s->appender);
+  if (cl && !atomic_load(&s->appender_stale)) return cl;
+  pthread_mutex_lock(&s->join_mu);
+  rmq_err ignored = {0};
+  bool joined = atomic_load(&s->appender) && !atomic_load(&s->appender_stale);
+  if (!joined && !s->join_refused) join(s, &ignored);
+  cl = atomic_load(&s->appender_stale) ? NULL : atomic_load(&s->appender);
+  pthread_mutex_unlock(&s->join_mu);
+  return cl;
+}
+
+/* RMQ_EAGAIN: the owner must make this put (a roll), and the next one joins again. */
+static int direct_put(rmq_store *s, const put_args *a, int64_t *end, rmq_err *err) {
+  rmq_commitlog *cl = appender(s);
+  if (!cl) return RMQ_EAGAIN;
+  int64_t first;
+  int rc = a->spans ? rmq_commitlog_put_encoded(cl, a->spans, a->nspans, a->n, a->results,
+                                                a->first_offset ? a->first_offset : &first, end,
+                                                err)
+                    : rmq_commitlog_put(cl, a->msgs, a->n, a->results, end, err);
+  if (rc == RMQ_EAGAIN) atomic_store(&s->appender_stale, true);
+  return rc;
+}
+
+static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
+  int64_t end = 0;
+  int rc = direct_put(s, a, &end, err);
+  if (rc == RMQ_EAGAIN) return forward_put(s, a, err);
+  if (rc != RMQ_OK || a->end_offset) {
+    if (a->end_offset) *a->end_offset = end;
+    return rc;
+  }
+  return follower_wait_durable(s, end, err);
 }
 
 static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err) {
@@ -1475,8 +1630,12 @@ static int check_records(rmq_store *s, const rmq_remote_request *q, rmq_err *err
   return RMQ_OK;
 }
 
-/* A follower asked for durable (its flush='sync') while this owner flushes asynchronously. */
+/*
+** A follower asked for durable (its flush='sync') while this owner flushes
+** asynchronously; what it appended itself is taken in first.
+*/
 static int wait_durable(rmq_store *s, int64_t end, bool sync, rmq_err *err) {
+  rmq_commitlog_follow_shared(&s->commitlog);
   int64_t flushed;
   int rc = sync && !s->cfg.flush_sync ? rmq_flush_all(s->flush, &flushed, err) : RMQ_OK;
   return rc == RMQ_OK ? rmq_store_wait_flushed(s, end, err) : rc;
@@ -1513,6 +1672,21 @@ static int serve_put(rmq_store *s, const rmq_remote_request *q, rmq_remote_respo
   return rc;
 }
 
+/*
+** A follower will append itself. Not when this owner's puts go through a
+** write buffer (the pool's bytes reach the file later, by this process) or
+** it is a slave (its log is its master's).
+*/
+static int serve_join(rmq_store *s, rmq_err *err) {
+  if (s->pool || s->cfg.role == RMQ_ROLE_SLAVE) {
+    return rmq_err_set(err, RMQ_EINVAL, "the owner of %s makes every put itself (%s)", s->dir,
+                       s->pool ? "transient_store_pool" : "a slave");
+  }
+  atomic_store(&rmq_shared_state_log(s->shared)->direct_writers, 1);
+  rmq_allocate_populate_only(s->allocate);
+  return RMQ_OK;
+}
+
 static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_response *r) {
   rmq_store *s = owner;
   rmq_err err = {0};
@@ -1529,6 +1703,7 @@ static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_r
       rc = rmq_store_send_back(s, q->group, q->offset, &r->a, &err);
       break;
     case RMQ_REQUEST_FLUSH: rc = rmq_store_flush(s, &r->a, &err); break;
+    case RMQ_REQUEST_JOIN: rc = serve_join(s, &err); break;
     case RMQ_REQUEST_CLEAN:
       rc = rmq_store_clean(s, &deleted, &err);
       r->a = deleted;
