@@ -50,9 +50,9 @@ struct rmq_allocate_service {
   pthread_mutex_t mu;
   pthread_cond_t done_cond;
   allocate_request *head;
-  rmq_mapped_file *current; /* the writer's segment (held), pre-faulted ahead of it */
-  rmq_mapped_file *left;    /* a warmed segment the writer has left (held), to unlock */
-  int32_t prefaulted;       /* bytes of current already pre-faulted; service thread only */
+  rmq_mapped_file *current;    /* the writer's segment (held), pre-faulted ahead of it */
+  rmq_mapped_file *left;       /* a warmed segment the writer has left (held), to unlock */
+  int32_t prefaulted;          /* bytes of current already pre-faulted; service thread only */
   pthread_mutex_t prefault_mu; /* held over a pre-fault step */
   bool populate_only;          /* under prefault_mu: other processes write past the writer */
 };

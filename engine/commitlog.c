@@ -329,7 +329,8 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, int32_
                                          rmq_err *err) {
   rmq_mapped_file *mf = cl->shared.appender ? cl->shared.segment
                                             : rmq_mfq_last_or_create(&cl->mfq, 0, err);
-  bool room = mf && need + RMQ_END_FILE_MIN_BLANK_LENGTH <= mf->file_size - rmq_mapped_file_wrote(mf);
+  bool room = mf &&
+              need + RMQ_END_FILE_MIN_BLANK_LENGTH <= mf->file_size - rmq_mapped_file_wrote(mf);
   if (mf && !room && cl->shared.appender) {
     rmq_err_set(err, RMQ_EAGAIN, "the segment is full: the owner rolls the log");
     return NULL;

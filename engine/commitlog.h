@@ -57,8 +57,8 @@ typedef struct rmq_commitlog {
   atomic_bool poisoned;
   pthread_mutex_t poison_mu; /* the first poisoner writes the message */
   char poison_msg[256];      /* written once, before poisoned is set */
-  atomic_int disk_full; /* 0, or the disk's used percent above disk_warning_ratio (clean.c) */
-  rmq_shared_writer shared; /* the processes' put lock and end, when shared (its log not NULL) */
+  atomic_int disk_full;      /* 0, or the disk's used percent above disk_warning_ratio (clean.c) */
+  rmq_shared_writer shared;  /* the processes' put lock and end, when shared (its log not NULL) */
   _Atomic int64_t disk_check_at;      /* the writer looks at the disk again past this offset */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;

@@ -164,9 +164,9 @@ static inline void rmq_mapped_file_advance(rmq_mapped_file *mf, int32_t n) {
 */
 static inline void rmq_mapped_file_advance_to(rmq_mapped_file *mf, int32_t pos) {
   int32_t at = rmq_mapped_file_wrote(mf);
-  while (at < pos && !atomic_compare_exchange_weak_explicit(&mf->wrote_position, &at, pos,
-                                                            memory_order_release,
-                                                            memory_order_acquire)) {
+  while (at < pos &&
+         !atomic_compare_exchange_weak_explicit(&mf->wrote_position, &at, pos, memory_order_release,
+                                                memory_order_acquire)) {
   }
 }
 /* Append len bytes at the write position; false if they do not fit. */

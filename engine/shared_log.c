@@ -64,8 +64,7 @@ int rmq_shared_log_lock(rmq_shared_log *l, bool spin, const char *dir, rmq_err *
   /* Its last holder died: the next catch-up zeroes the tail it may have left (pending_end). */
   if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&l->mutex);
   if (rc == 0) return RMQ_OK;
-  return rmq_err_set(err, RMQ_EIO, "cannot take the put lock of store %s: %s", dir,
-                     strerror(rc));
+  return rmq_err_set(err, RMQ_EIO, "cannot take the put lock of store %s: %s", dir, strerror(rc));
 }
 
 void rmq_shared_log_unlock(rmq_shared_log *l) { pthread_mutex_unlock(&l->mutex); }

@@ -77,9 +77,10 @@ typedef struct rmq_shared_writer {
   rmq_topic_queue_table *tqt;
   bool appender;
   bool spin;
-  int64_t synced;           /* positions and queue offsets hold up to here; under the lock */
-  int64_t cut_seen;         /* the log's `cut` they hold for */
-  rmq_mapped_file *segment; /* an appender's segment at `synced` (its queue's last); under the lock */
+  int64_t synced;   /* positions and queue offsets hold up to here; under the lock */
+  int64_t cut_seen; /* the log's `cut` they hold for */
+  rmq_mapped_file
+      *segment; /* an appender's segment at `synced` (its queue's last); under the lock */
   pthread_mutex_t follow_mu; /* the owner's follows, one at a time */
   _Atomic int64_t followed;  /* the owner: the shared end its positions last followed */
 } rmq_shared_writer;

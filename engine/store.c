@@ -94,14 +94,14 @@ struct rmq_store {
   rmq_retired_files retired; /* deleted files that readers still hold */
   /* Several processes: the owner's page (shared_state.h), or a read-only store's follower. */
   rmq_shared_state *shared;
-  bool holding_put_lock;      /* the owner's open holds the processes' put lock */
+  bool holding_put_lock;           /* the owner's open holds the processes' put lock */
   rmq_commitlog *_Atomic appender; /* a follower's own writer on the shared log, once made */
   atomic_bool appender_stale;      /* it must join again before it appends */
   pthread_mutex_t join_mu;         /* joins, one at a time */
   bool join_refused;               /* under join_mu: the owner appends every put itself */
-  pthread_mutex_t publish_mu; /* the owner's publishes, in order */
-  int64_t published;          /* the dispatched offset last published; under publish_mu */
-  rmq_follower *follow;       /* a read-only view following the files (follow.h) */
+  pthread_mutex_t publish_mu;      /* the owner's publishes, in order */
+  int64_t published;               /* the dispatched offset last published; under publish_mu */
+  rmq_follower *follow;            /* a read-only view following the files (follow.h) */
   char delay_offset_report[RMQ_SCHEDULE_REPORT_MAX];
   char recovery_report[1536];
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
@@ -1545,7 +1545,8 @@ static int make_appender(rmq_store *s, rmq_err *err) {
 static int join(rmq_store *s, rmq_err *err) {
   rmq_remote_request q = {.code = RMQ_REQUEST_JOIN};
   int rc = rmq_store_ask_owner(s, &q, NULL, err);
-  if (rc == RMQ_OK && !s->shared) rc = rmq_shared_state_attach(s->dir, false, false, &s->shared, err);
+  if (rc == RMQ_OK && !s->shared)
+    rc = rmq_shared_state_attach(s->dir, false, false, &s->shared, err);
   if (rc == RMQ_OK && !s->shared) return rmq_err_set(err, RMQ_EAGAIN, "no shared page");
   if (rc != RMQ_OK) {
     s->join_refused = true;
@@ -1576,10 +1577,10 @@ static int direct_put(rmq_store *s, const put_args *a, int64_t *end, rmq_err *er
   rmq_commitlog *cl = appender(s);
   if (!cl) return RMQ_EAGAIN;
   int64_t first;
-  int rc = a->spans ? rmq_commitlog_put_encoded(cl, a->spans, a->nspans, a->n, a->results,
-                                                a->first_offset ? a->first_offset : &first, end,
-                                                err)
-                    : rmq_commitlog_put(cl, a->msgs, a->n, a->results, end, err);
+  int rc = a->spans
+               ? rmq_commitlog_put_encoded(cl, a->spans, a->nspans, a->n, a->results,
+                                           a->first_offset ? a->first_offset : &first, end, err)
+               : rmq_commitlog_put(cl, a->msgs, a->n, a->results, end, err);
   if (rc == RMQ_EAGAIN) atomic_store(&s->appender_stale, true);
   return rc;
 }
