@@ -444,9 +444,12 @@ int rmq_mfq_follow_deleted(rmq_mapped_file_queue *q, bool identity, int *dropped
 
 void rmq_mfq_advance_to(rmq_mapped_file_queue *q, int64_t from, int64_t to) {
   pthread_rwlock_rdlock(&q->lock);
-  for (int i = 0; i < q->count; i++) {
+  /* The files follow one another: start at the one holding from. */
+  int64_t first = q->count ? (from - q->files[0]->file_from_offset) / q->file_size : 0;
+  for (int i = first > 0 ? (int)first : 0; i < q->count; i++) {
     rmq_mapped_file *mf = q->files[i];
-    if (mf->file_from_offset + mf->file_size <= from || mf->file_from_offset >= to) continue;
+    if (mf->file_from_offset >= to) break;
+    if (mf->file_from_offset + mf->file_size <= from) continue;
     int64_t pos = to - mf->file_from_offset;
     rmq_mapped_file_advance_to(mf, (int32_t)(pos < mf->file_size ? pos : mf->file_size));
   }

@@ -38,7 +38,7 @@ static void relax(void) {
 ** before it sleeps, since a sleep and its wake-up (two system calls and a
 ** switch) take longer than most puts. use_spin_lock spins only.
 */
-#define SPINS_BEFORE_SLEEP 2000
+#define SPINS_BEFORE_SLEEP 200
 
 /* Is the lock held? A load, so that spinners do not take its cache line from the holder. */
 static bool held(rmq_shared_log *l) {

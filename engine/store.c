@@ -834,6 +834,8 @@ static void store_unshare(rmq_store *s) {
   atomic_store(&s->appender, NULL);
   rmq_follower_free(s->follow);
   s->follow = NULL;
+  /* The page goes: the log is this process's alone for what is left of the close. */
+  s->commitlog.shared.log = NULL;
   rmq_shared_state_close(s->shared);
   s->shared = NULL;
 }
@@ -958,6 +960,7 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
     s->checkpoint.fd = -1;
     rmq_retired_init(&s->retired);
     pthread_mutex_init(&s->publish_mu, NULL);
+    pthread_mutex_init(&s->join_mu, NULL);
     rc = repair_steps(s, r, err);
     if (rc == RMQ_OK) rc = repair_config(s, r, err);
     *moved = r->moved;
