@@ -23,29 +23,49 @@
 
 /* ------------------------------------------------------------- put lock */
 
-/*
-** The put lock: the processes' shared one (shared_log.h) when the log has a
-** page, which also brings this writer up to what they appended; else this
-** process's mutex or spin lock.
-*/
-static int put_lock(rmq_commitlog *cl, rmq_err *err) {
-  if (cl->shared.log) return rmq_shared_writer_enter(&cl->shared, err);
+/* This process's put lock: a mutex, or a spin lock when configured. */
+static void local_lock(rmq_commitlog *cl) {
   if (cl->cfg.use_spin_lock) {
     pthread_spin_lock(&cl->put_spin);
   } else {
     pthread_mutex_lock(&cl->put_mutex);
   }
-  return RMQ_OK;
 }
 
-static void put_unlock(rmq_commitlog *cl) {
-  if (cl->shared.log) {
-    rmq_shared_writer_leave(&cl->shared);
-  } else if (cl->cfg.use_spin_lock) {
+static void local_unlock(rmq_commitlog *cl) {
+  if (cl->cfg.use_spin_lock) {
     pthread_spin_unlock(&cl->put_spin);
   } else {
     pthread_mutex_unlock(&cl->put_mutex);
   }
+}
+
+/*
+** Do other processes append to this log now (shared_log.h)? Then a put
+** takes the processes' lock too. It turns on only under this process's
+** lock (rmq_commitlog_let_others_append) and never off, so a put sees the
+** same answer when it takes and when it drops the locks.
+*/
+static bool shared_puts(rmq_commitlog *cl) {
+  return cl->shared.appender || rmq_commitlog_direct_writers(cl);
+}
+
+/*
+** The put lock: this process's, then, while other processes append, the
+** processes' shared one, which also brings this writer up to what they
+** appended. An appender (a follower's log) takes the shared one alone.
+*/
+static int put_lock(rmq_commitlog *cl, rmq_err *err) {
+  if (cl->shared.appender) return rmq_shared_writer_enter(&cl->shared, err);
+  local_lock(cl);
+  int rc = shared_puts(cl) ? rmq_shared_writer_enter(&cl->shared, err) : RMQ_OK;
+  if (rc != RMQ_OK) local_unlock(cl);
+  return rc;
+}
+
+static void put_unlock(rmq_commitlog *cl) {
+  if (shared_puts(cl)) rmq_shared_writer_leave(&cl->shared);
+  if (!cl->shared.appender) local_unlock(cl);
 }
 
 /*
@@ -122,7 +142,14 @@ void rmq_commitlog_join(rmq_commitlog *cl, int64_t from) {
 }
 
 bool rmq_commitlog_direct_writers(rmq_commitlog *cl) {
-  return cl->shared.log && atomic_load(&cl->shared.log->direct_writers);
+  return cl->shared.log &&
+         atomic_load_explicit(&cl->shared.log->direct_writers, memory_order_acquire);
+}
+
+void rmq_commitlog_let_others_append(rmq_commitlog *cl) {
+  local_lock(cl);
+  atomic_store(&cl->shared.log->direct_writers, 1);
+  local_unlock(cl);
 }
 
 /* ----------------------------------------------------------- validation */
@@ -306,7 +333,7 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
   if (rmq_mapped_file_reserve(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH, err) != RMQ_OK) return NULL;
   rmq_mapped_file_claim(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH);
   int64_t end = mf->file_from_offset + mf->file_size;
-  if (cl->shared.log) rmq_shared_writer_pending(&cl->shared, end);
+  if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, end);
   uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
@@ -580,7 +607,7 @@ static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, i
   rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
   if (!mf) return err->code;
   *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
-  if (cl->shared.log) rmq_shared_writer_pending(&cl->shared, *first_offset + total);
+  if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, *first_offset + total);
   return append_encoded(cl, mf, spans, nspans, count, total, st, ready, err);
 }
 
@@ -672,7 +699,7 @@ static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
   int rc = rmq_mapped_file_reserve(mf, pos + (int32_t)len, err);
   if (rc != RMQ_OK) return rc;
   rmq_mapped_file_claim(mf, pos + (int32_t)len);
-  if (cl->shared.log) rmq_shared_writer_pending(&cl->shared, offset + (int64_t)len);
+  if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, offset + (int64_t)len);
   rc = rmq_mapped_file_write(mf, pos, data, len, err);
   if (rc != RMQ_OK) return rc;
   if (store_timestamp > 0) atomic_store(&mf->store_timestamp, store_timestamp);

@@ -145,8 +145,9 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
 int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *data, size_t len,
                               int64_t store_timestamp, rmq_err *err);
 /*
-** Several processes append to one log (shared_log.h): the put lock becomes
-** log's, which every put takes, catching up with what the others appended.
+** Several processes append to one log (shared_log.h): once a follower
+** appends itself, every put takes log's lock as well, catching up with what
+** the others appended; until then the owner's puts only publish the end.
 ** The owner shares its log before recovery, holding the lock
 ** (rmq_shared_log_lock) until its open is done, and calls
 ** rmq_commitlog_shared_recovered once the log's end is known; in that time
@@ -161,6 +162,12 @@ void rmq_commitlog_shared_recovered(rmq_commitlog *cl);
 void rmq_commitlog_join(rmq_commitlog *cl, int64_t from);
 /* A follower appends itself (shared_log.h's direct_writers). */
 bool rmq_commitlog_direct_writers(rmq_commitlog *cl);
+/*
+** The owner lets followers append themselves: from now on its puts take the
+** processes' lock as well as its own (set under its own, so no put of its
+** is under way with the one lock only).
+*/
+void rmq_commitlog_let_others_append(rmq_commitlog *cl);
 /*
 ** The owner: take in what other processes appended (positions, the last
 ** store time) and wake the flush and HA services for it. Flushes and a wait

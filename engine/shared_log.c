@@ -199,14 +199,15 @@ int rmq_shared_writer_join(rmq_shared_writer *w, rmq_seed_fn seed, void *ctx, rm
 }
 
 void rmq_shared_writer_pending(rmq_shared_writer *w, int64_t end) {
-  atomic_store(&w->log->pending_end, end);
+  /* Read only under the lock: the batch's bytes need no order against it. */
+  atomic_store_explicit(&w->log->pending_end, end, memory_order_relaxed);
 }
 
 void rmq_shared_writer_publish(rmq_shared_writer *w, int64_t end, int64_t store_timestamp) {
   w->synced = end;
-  atomic_store(&w->log->store_timestamp, store_timestamp);
+  atomic_store_explicit(&w->log->store_timestamp, store_timestamp, memory_order_relaxed);
   atomic_store_explicit(&w->log->wrote, end, memory_order_release);
-  atomic_store(&w->log->pending_end, end);
+  atomic_store_explicit(&w->log->pending_end, end, memory_order_relaxed);
 }
 
 void rmq_shared_writer_leave(rmq_shared_writer *w) { rmq_shared_log_unlock(w->log); }
@@ -224,7 +225,11 @@ void rmq_shared_writer_recovered(rmq_shared_writer *w, int64_t end) {
 }
 
 bool rmq_shared_writer_follow(rmq_shared_writer *w) {
-  if (!w->log || w->appender) return false;
+  /* Until a follower appends itself, the owner's own puts are all there is. */
+  if (!w->log || w->appender ||
+      !atomic_load_explicit(&w->log->direct_writers, memory_order_relaxed)) {
+    return false;
+  }
   int64_t end = atomic_load_explicit(&w->log->wrote, memory_order_acquire);
   if (end <= atomic_load(&w->followed)) return false;
   pthread_mutex_lock(&w->follow_mu);

@@ -42,11 +42,12 @@
 #include "topic_queue_table.h"
 
 typedef struct rmq_shared_log {
-  pthread_mutex_t mutex;
+  /* Written by each put: a line of their own, apart from what every put reads. */
+  _Alignas(64) pthread_mutex_t mutex;
   _Atomic int64_t wrote;
   _Atomic int64_t pending_end;
   _Atomic int64_t store_timestamp;
-  _Atomic int64_t cut;
+  _Alignas(64) _Atomic int64_t cut;
   atomic_int disk_full;
   atomic_int poisoned;
   atomic_int direct_writers;

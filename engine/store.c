@@ -1686,7 +1686,7 @@ static int serve_join(rmq_store *s, rmq_err *err) {
     return rmq_err_set(err, RMQ_EINVAL, "the owner of %s makes every put itself (%s)", s->dir,
                        s->pool ? "transient_store_pool" : "a slave");
   }
-  atomic_store(&rmq_shared_state_log(s->shared)->direct_writers, 1);
+  rmq_commitlog_let_others_append(&s->commitlog);
   rmq_allocate_populate_only(s->allocate);
   return RMQ_OK;
 }
