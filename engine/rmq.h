@@ -298,8 +298,9 @@ typedef struct rmq_store rmq_store;
 ** Open the store in dir (created when missing and writable), recover it and
 ** start its services; the caller owns it alone (see rmq_store_acquire to
 ** share it). When another process or engine runs the store's services, a
-** writable open follows it instead: it starts none and sends its writes
-** there, and takes the services over when that one closes or dies.
+** writable open follows it instead: it starts none, appends into the commit
+** log itself under the processes' shared put lock, sends the rest of its
+** writes there, and takes the services over when that one closes or dies.
 ** RMQ_ELOCKED: a RocketMQ broker holds the store's lock, or a repair runs
 ** ("store <dir> is locked by another process"). RMQ_ECORRUPT: a file does not
 ** follow the format (named, with the offset), or a file of the store is not a

@@ -64,9 +64,10 @@ struct rmq_store {
   int lock_fd;
   /*
   ** Opened for writing while another process ran the services (a follower
-  ** of the owner): this process reads the files as a read-only store does
-  ** and sends what it writes to the owner (owner_link.h), or, once it took
-  ** the services over, to the owner it opened in itself.
+  ** of the owner): this process reads the files as a read-only store does,
+  ** appends itself under the processes' put lock (appender, shared_log.h)
+  ** and sends the rest of what it writes to the owner (owner_link.h), or,
+  ** once it took the services over, to the owner it opened in itself.
   */
   bool via_owner;
   rmq_owner_link *link;             /* via_owner: the way to the owner */
