@@ -456,8 +456,9 @@ void rmq_mfq_advance_to(rmq_mapped_file_queue *q, int64_t from, int64_t to) {
   pthread_rwlock_unlock(&q->lock);
 }
 
-/* Shut the leading files down (no unlink: they are the store's) up to `keep`. */
+/* Shut the first keep_from files down (no unlink: they are the store's). */
 static void drop_leading(rmq_mapped_file_queue *q, int keep_from) {
+  if (keep_from == 0) return;
   for (int i = 0; i < keep_from; i++) rmq_mapped_file_shutdown(q->files[i], false);
   memmove(q->files, q->files + keep_from, (size_t)(q->count - keep_from) * sizeof *q->files);
   q->count -= keep_from;
