@@ -1549,13 +1549,16 @@ static int make_appender(rmq_store *s, rmq_err *err) {
 static int join(rmq_store *s, rmq_err *err) {
   rmq_remote_request q = {.code = RMQ_REQUEST_JOIN};
   int rc = rmq_store_ask_owner(s, &q, NULL, err);
-  if (rc == RMQ_OK && !s->shared)
+  /* Refused (RMQ_EINVAL), or no page to share; a lost owner is asked again at the next put. */
+  s->join_refused = rc == RMQ_EINVAL;
+  if (rc == RMQ_OK && !s->shared) {
     rc = rmq_shared_state_attach(s->dir, false, false, &s->shared, err);
-  if (rc == RMQ_OK && !s->shared) return rmq_err_set(err, RMQ_EAGAIN, "no shared page");
-  if (rc != RMQ_OK) {
-    s->join_refused = true;
-    return rc;
   }
+  if (rc == RMQ_OK && !s->shared) {
+    s->join_refused = true;
+    return rmq_err_set(err, RMQ_EAGAIN, "no shared page");
+  }
+  if (rc != RMQ_OK) return rc;
   if (!atomic_load(&s->appender)) rc = make_appender(s, err);
   rmq_commitlog *cl = atomic_load(&s->appender);
   if (rc == RMQ_OK) rc = rmq_shared_writer_join(&cl->shared, seed_queue_offsets, s, err);
