@@ -146,6 +146,54 @@ bool rmq_commitlog_direct_writers(rmq_commitlog *cl) {
          atomic_load_explicit(&cl->shared.log->direct_writers, memory_order_acquire);
 }
 
+/* One queue's entry of rmq_commitlog_queue_offsets: its id, next offset, topic length and topic. */
+#define QUEUE_ENTRY_HEAD (4 + 8 + 2)
+
+int rmq_commitlog_queue_offsets(rmq_commitlog *cl, uint8_t **out, size_t *len, int64_t *end,
+                                rmq_err *err) {
+  int rc = put_lock(cl, err);
+  if (rc != RMQ_OK) return rc;
+  size_t cap = 0, pos = 0;
+  for (size_t i = 0; rmq_tqt_next(cl->tqt, &i);) cap++;
+  uint8_t *buf = malloc(cap * (QUEUE_ENTRY_HEAD + RMQ_MAX_TOPIC_LEN) + 1);
+  rmq_tqt_entry *e;
+  for (size_t i = 0; buf && (e = rmq_tqt_next(cl->tqt, &i)) != NULL;) {
+    uint16_t n = (uint16_t)e->topic_len;
+    memcpy(buf + pos, &e->queue_id, 4);
+    memcpy(buf + pos + 4, &e->next_offset, 8);
+    memcpy(buf + pos + 12, &n, 2);
+    memcpy(buf + pos + QUEUE_ENTRY_HEAD, e->topic, n);
+    pos += QUEUE_ENTRY_HEAD + n;
+  }
+  *end = cl->shared.synced;
+  put_unlock(cl);
+  if (!buf) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  *out = buf;
+  *len = pos;
+  return RMQ_OK;
+}
+
+int rmq_commitlog_seed_queue_offsets(rmq_topic_queue_table *tqt, const uint8_t *p, size_t len,
+                                     rmq_err *err) {
+  for (size_t pos = 0; pos < len;) {
+    int32_t queue_id;
+    int64_t next;
+    uint16_t n;
+    if (len - pos < QUEUE_ENTRY_HEAD) break;
+    memcpy(&queue_id, p + pos, 4);
+    memcpy(&next, p + pos + 4, 8);
+    memcpy(&n, p + pos + 12, 2);
+    if (n > RMQ_MAX_TOPIC_LEN || len - pos - QUEUE_ENTRY_HEAD < n) break;
+    rmq_tqt_entry *e = rmq_tqt_get(tqt, (const char *)p + pos + QUEUE_ENTRY_HEAD, n, queue_id);
+    if (!e) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    e->next_offset = next;
+    pos += QUEUE_ENTRY_HEAD + n;
+    if (pos == len) return RMQ_OK;
+  }
+  return len == 0 ? RMQ_OK
+                  : rmq_err_set(err, RMQ_ECORRUPT, "the owner's queue offsets are not whole");
+}
+
 void rmq_commitlog_let_others_append(rmq_commitlog *cl) {
   local_lock(cl);
   atomic_store(&cl->shared.log->direct_writers, 1);
@@ -481,6 +529,20 @@ static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, si
 */
 #define BATCH_HEAD 8
 
+/* Eight bytes at any address, stored by one instruction. */
+typedef uint64_t unaligned_u64 __attribute__((aligned(1), may_alias));
+
+/*
+** Write the batch's head with one store: a SIGKILL between two instructions
+** then leaves all of it or none (a memcpy may copy in pieces, as a
+** sanitizer's does), never a TOTALSIZE without its MAGIC.
+*/
+static void write_head(uint8_t *at, const uint8_t *head) {
+  uint64_t v;
+  memcpy(&v, head, sizeof v);
+  *(volatile unaligned_u64 *)at = v;
+}
+
 /*
 ** With flush='sync', a batch of several records is forced to disk before its
 ** head is written (GroupCommitService flushes the head with the rest later),
@@ -538,7 +600,7 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   ** publishes the batch.)
   */
   atomic_signal_fence(memory_order_seq_cst);
-  memcpy(rmq_mapped_file_write_base(mf) + start, spans[0].data, BATCH_HEAD);
+  write_head(rmq_mapped_file_write_base(mf) + start, spans[0].data);
   atomic_store(&mf->store_timestamp, st->now);
   publish(cl, mf, mf->file_from_offset + start + total, st->now);
   return RMQ_OK;

@@ -169,6 +169,16 @@ bool rmq_commitlog_direct_writers(rmq_commitlog *cl);
 */
 void rmq_commitlog_let_others_append(rmq_commitlog *cl);
 /*
+** The owner, under the put lock: every queue's next offset (CommitLog's
+** topicQueueTable) as of the log's end *end, in *out (malloc'd, *len bytes),
+** for a follower that joins; rmq_commitlog_seed_queue_offsets reads them
+** into its table (RMQ_ECORRUPT when they are cut short).
+*/
+int rmq_commitlog_queue_offsets(rmq_commitlog *cl, uint8_t **out, size_t *len, int64_t *end,
+                                rmq_err *err);
+int rmq_commitlog_seed_queue_offsets(rmq_topic_queue_table *tqt, const uint8_t *p, size_t len,
+                                     rmq_err *err);
+/*
 ** The owner: take in what other processes appended (positions, the last
 ** store time) and wake the flush and HA services for it. Flushes and a wait
 ** for a follower's durable end call it; rmq_commitlog_max_offset follows

@@ -31,6 +31,7 @@ typedef struct response_head {
   uint32_t msg_len;
   int32_t results_count;
   int32_t flags;
+  uint64_t body_len;
 } response_head;
 
 /* Writes every byte of iov (MSG_NOSIGNAL: a gone peer is an error, not SIGPIPE). */
@@ -123,12 +124,13 @@ int rmq_remote_read_request(int fd, rmq_remote_request *q, uint8_t **body, rmq_e
 }
 
 int rmq_remote_send_response(int fd, const rmq_remote_response *r, rmq_err *err) {
-  response_head h = {RESPONSE_MAGIC,   r->rc,   r->a, r->b, (uint32_t)strlen(r->msg),
-                     r->results_count, r->flags};
-  struct iovec iov[3] = {{&h, sizeof h},
+  response_head h = {RESPONSE_MAGIC,   r->rc,    r->a,       r->b, (uint32_t)strlen(r->msg),
+                     r->results_count, r->flags, r->body_len};
+  struct iovec iov[4] = {{&h, sizeof h},
                          {(void *)r->msg, h.msg_len},
-                         {r->results, sizeof *r->results * (size_t)r->results_count}};
-  return send_all(fd, iov, 3, err);
+                         {r->results, sizeof *r->results * (size_t)r->results_count},
+                         {r->body, r->body_len}};
+  return send_all(fd, iov, 4, err);
 }
 
 int rmq_remote_read_response(int fd, rmq_remote_response *r, rmq_err *err) {
@@ -136,15 +138,23 @@ int rmq_remote_read_response(int fd, rmq_remote_response *r, rmq_err *err) {
   int rc = recv_all(fd, &h, sizeof h, true, err);
   if (rc == RMQ_ENOTFOUND) return rmq_err_set(err, RMQ_EIO, "the peer closed");
   if (rc != RMQ_OK) return rc;
-  if (h.magic != RESPONSE_MAGIC || h.msg_len >= sizeof r->msg || h.results_count < 0) {
+  if (h.magic != RESPONSE_MAGIC || h.msg_len >= sizeof r->msg || h.results_count < 0 ||
+      h.body_len > RMQ_REMOTE_BODY_MAX) {
     return rmq_err_set(err, RMQ_ECORRUPT, "a response that is not ours");
   }
   *r = (rmq_remote_response){
       .rc = h.rc, .a = h.a, .b = h.b, .results_count = h.results_count, .flags = h.flags};
   rc = recv_all(fd, r->msg, h.msg_len, false, err);
   r->msg[h.msg_len] = '\0';
-  if (rc != RMQ_OK || h.results_count == 0) return rc;
-  r->results = malloc(sizeof *r->results * (size_t)h.results_count);
-  if (!r->results) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  return recv_all(fd, r->results, sizeof *r->results * (size_t)h.results_count, false, err);
+  if (rc == RMQ_OK && h.results_count > 0) {
+    r->results = malloc(sizeof *r->results * (size_t)h.results_count);
+    rc = r->results
+             ? recv_all(fd, r->results, sizeof *r->results * (size_t)h.results_count, false, err)
+             : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  if (rc != RMQ_OK || h.body_len == 0) return rc;
+  r->body = malloc(h.body_len);
+  r->body_len = h.body_len;
+  return r->body ? recv_all(fd, r->body, h.body_len, false, err)
+                 : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
 }

@@ -15,7 +15,8 @@
 ** A request: its fixed part, then group and topic (their lengths in the
 ** fixed part, no NUL), then body_len bytes of whole encoded records (PUT).
 ** A response: its fixed part, then msg_len bytes of the error's message,
-** then `results` rmq_remote_result entries (a PUT that asked for them).
+** then `results` rmq_remote_result entries (a PUT that asked for them),
+** then body_len bytes of body (JOIN).
 */
 #ifndef RMQ_REMOTING_COMMAND_H
 #define RMQ_REMOTING_COMMAND_H
@@ -32,7 +33,8 @@ typedef enum rmq_request_code {
   RMQ_REQUEST_SEND_BACK,     /* group, offset: the message's; -> a the new record's offset */
   RMQ_REQUEST_FLUSH,         /* -> a the flushed offset */
   RMQ_REQUEST_CLEAN,         /* -> a files deleted */
-  RMQ_REQUEST_JOIN,          /* the sender appends itself from now on (shared_log.h) */
+  RMQ_REQUEST_JOIN,          /* the sender appends itself (shared_log.h); -> a the log's end, body
+                                the queue offsets there (rmq_commitlog_queue_offsets) */
   RMQ_REQUEST_CODE_END
 } rmq_request_code;
 
@@ -67,6 +69,8 @@ typedef struct rmq_remote_response {
   rmq_remote_result *results; /* malloc'd by the receiver, count entries */
   int32_t results_count;
   int32_t flags; /* RMQ_RESPONSE_* */
+  uint8_t *body; /* JOIN: the owner's queue offsets; malloc'd (the receiver frees it) */
+  size_t body_len;
 } rmq_remote_response;
 
 /* The owner flushes synchronously or is a sync_master: a put's caller waits (WAIT_DURABLE). */

@@ -44,6 +44,7 @@ static void serve_one(connection *c, const rmq_remote_request *q) {
   rmq_err err = {0};
   rmq_remote_send_response(c->fd, &r, &err);
   free(r.results);
+  free(r.body);
 }
 
 static void *serve(void *arg) {

@@ -193,6 +193,10 @@ int rmq_shared_writer_join(rmq_shared_writer *w, rmq_seed_fn seed, void *ctx, rm
   for (rmq_tqt_entry *e; (e = rmq_tqt_next(w->tqt, &pos)) != NULL;) e->next_offset = 0;
   rc = seed(ctx, w->tqt, &w->synced, err);
   w->cut_seen = atomic_load(&w->log->cut);
+  /* A new owner's recovery cut the log since the offsets were taken: they are stale. */
+  if (rc == RMQ_OK && w->synced > atomic_load(&w->log->wrote)) {
+    rc = rmq_err_set(err, RMQ_EAGAIN, "the log was cut since the owner gave its queue offsets");
+  }
   if (rc == RMQ_OK) rc = catch_up(w, err);
   rmq_shared_log_unlock(w->log);
   return rc;

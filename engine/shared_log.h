@@ -95,9 +95,9 @@ typedef struct rmq_shared_writer {
 int rmq_shared_writer_enter(rmq_shared_writer *w, rmq_err *err);
 /*
 ** An appender starts (or starts again, after RMQ_EAGAIN): under the lock,
-** seed resets nothing but gives every queue's next offset as of *from (a
-** record's start; the consume queues hold everything before it), then the
-** records from there on are read back.
+** its queue offsets are cleared and seed gives every queue's next offset as
+** of *from (the owner's, at the log's end then), then the records from there
+** on are read back. RMQ_EAGAIN when the log was cut since.
 */
 typedef int (*rmq_seed_fn)(void *ctx, rmq_topic_queue_table *tqt, int64_t *from, rmq_err *err);
 int rmq_shared_writer_join(rmq_shared_writer *w, rmq_seed_fn seed, void *ctx, rmq_err *err);

@@ -1501,25 +1501,11 @@ static int forward_put(rmq_store *s, const put_args *a, rmq_err *err) {
 
 /* -------------------------------------------- a follower's own appends */
 
-/*
-** The queues' next offsets as of the page's dispatched offset: the consume
-** queues this process follows hold every entry of the records before it.
-*/
+/* The owner's answer to JOIN: the queues' next offsets as of the log's end in r->a. */
 static int seed_queue_offsets(void *ctx, rmq_topic_queue_table *tqt, int64_t *from, rmq_err *err) {
-  rmq_store *s = ctx;
-  *from = rmq_shared_state_dispatched(s->shared);
-  int rc = rmq_store_refresh(s, err);
-  rmq_consume_queue **all;
-  int n;
-  if (rc == RMQ_OK) rc = rmq_cq_table_snapshot(s->cqs, &all, &n, err);
-  if (rc != RMQ_OK) return rc;
-  for (int i = 0; i < n && rc == RMQ_OK; i++) {
-    rmq_tqt_entry *e = rmq_tqt_get(tqt, all[i]->topic, strlen(all[i]->topic), all[i]->queue_id);
-    if (e) e->next_offset = rmq_cq_max_offset(all[i]);
-    if (!e) rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  }
-  free(all);
-  return rc;
+  const rmq_remote_response *r = ctx;
+  *from = r->a;
+  return rmq_commitlog_seed_queue_offsets(tqt, r->body, r->body_len, err);
 }
 
 /* This process's writer on the shared log, made at the first put. */
@@ -1543,26 +1529,30 @@ static int make_appender(rmq_store *s, rmq_err *err) {
 
 /*
 ** Ask the owner to let this process append itself (it stops pre-filling
-** past its own end), then read the queue offsets in. An owner that refuses
+** past its own end, and answers with every queue's next offset at the log's
+** end), then read back what was appended since. An owner that refuses
 ** (its puts go through a write buffer, or it is a slave) is not asked again.
 */
 static int join(rmq_store *s, rmq_err *err) {
   rmq_remote_request q = {.code = RMQ_REQUEST_JOIN};
-  int rc = rmq_store_ask_owner(s, &q, NULL, err);
+  rmq_remote_response r = {0};
+  int rc = rmq_owner_link_call(s->link, &q, &r, err);
+  if (rc == RMQ_OK && r.rc != RMQ_OK) rc = rmq_err_set(err, r.rc, "%s", r.msg);
   /* Refused (RMQ_EINVAL), or no page to share; a lost owner is asked again at the next put. */
   s->join_refused = rc == RMQ_EINVAL;
   if (rc == RMQ_OK && !s->shared) {
     rc = rmq_shared_state_attach(s->dir, false, false, &s->shared, err);
+    if (rc == RMQ_OK && !s->shared) {
+      s->join_refused = true;
+      rc = rmq_err_set(err, RMQ_EAGAIN, "no shared page");
+    }
   }
-  if (rc == RMQ_OK && !s->shared) {
-    s->join_refused = true;
-    return rmq_err_set(err, RMQ_EAGAIN, "no shared page");
-  }
-  if (rc != RMQ_OK) return rc;
-  if (!atomic_load(&s->appender)) rc = make_appender(s, err);
+  if (rc == RMQ_OK && !atomic_load(&s->appender)) rc = make_appender(s, err);
   rmq_commitlog *cl = atomic_load(&s->appender);
-  if (rc == RMQ_OK) rc = rmq_shared_writer_join(&cl->shared, seed_queue_offsets, s, err);
-  atomic_store(&s->appender_stale, rc != RMQ_OK);
+  if (rc == RMQ_OK) rc = rmq_shared_writer_join(&cl->shared, seed_queue_offsets, &r, err);
+  free(r.results);
+  free(r.body);
+  if (cl) atomic_store(&s->appender_stale, rc != RMQ_OK);
   return rc;
 }
 
@@ -1685,14 +1675,14 @@ static int serve_put(rmq_store *s, const rmq_remote_request *q, rmq_remote_respo
 ** write buffer (the pool's bytes reach the file later, by this process) or
 ** it is a slave (its log is its master's).
 */
-static int serve_join(rmq_store *s, rmq_err *err) {
+static int serve_join(rmq_store *s, rmq_remote_response *r, rmq_err *err) {
   if (s->pool || s->cfg.role == RMQ_ROLE_SLAVE) {
     return rmq_err_set(err, RMQ_EINVAL, "the owner of %s makes every put itself (%s)", s->dir,
                        s->pool ? "transient_store_pool" : "a slave");
   }
   rmq_commitlog_let_others_append(&s->commitlog);
   rmq_allocate_populate_only(s->allocate);
-  return RMQ_OK;
+  return rmq_commitlog_queue_offsets(&s->commitlog, &r->body, &r->body_len, &r->a, err);
 }
 
 static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_response *r) {
@@ -1711,7 +1701,7 @@ static void serve_request(void *owner, const rmq_remote_request *q, rmq_remote_r
       rc = rmq_store_send_back(s, q->group, q->offset, &r->a, &err);
       break;
     case RMQ_REQUEST_FLUSH: rc = rmq_store_flush(s, &r->a, &err); break;
-    case RMQ_REQUEST_JOIN: rc = serve_join(s, &err); break;
+    case RMQ_REQUEST_JOIN: rc = serve_join(s, r, &err); break;
     case RMQ_REQUEST_CLEAN:
       rc = rmq_store_clean(s, &deleted, &err);
       r->a = deleted;
