@@ -2,7 +2,8 @@
 
 Three processes write one store with flush='sync', each in a loop of
 autocommit INSERTs and transactions of 2 to 6 rows, over four queues. One of
-them runs the services (the owner); the others send it their writes. A
+them runs the services (the owner); the others append themselves under the
+shared put lock and send it the rest of their writes. A
 fourth process reads it with readonly=1, long-polling each queue in turn and
 checking that the queue offsets it is given follow each other, never
 skipping nor repeating one. Every KILL_EVERY seconds one of the four, chosen
