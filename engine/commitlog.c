@@ -136,11 +136,6 @@ void rmq_commitlog_shared_recovered(rmq_commitlog *cl) {
   rmq_shared_writer_recovered(&cl->shared, rmq_mfq_max_wrote(&cl->mfq));
 }
 
-void rmq_commitlog_join(rmq_commitlog *cl, int64_t from) {
-  cl->shared.synced = from;
-  cl->shared.cut_seen = atomic_load(&cl->shared.log->cut);
-}
-
 bool rmq_commitlog_direct_writers(rmq_commitlog *cl) {
   return cl->shared.log &&
          atomic_load_explicit(&cl->shared.log->direct_writers, memory_order_acquire);

@@ -148,18 +148,17 @@ int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
 ** Several processes append to one log (shared_log.h): once a follower
 ** appends itself, every put takes log's lock as well, catching up with what
 ** the others appended; until then the owner's puts only publish the end.
-** The owner shares its log before recovery, holding the lock
-** (rmq_shared_log_lock) until its open is done, and calls
-** rmq_commitlog_shared_recovered once the log's end is known; in that time
+** The owner takes the lock (rmq_shared_log_lock) before its recovery and
+** holds it until its services run; it shares its log once recovered and
+** calls rmq_commitlog_shared_recovered; in that time
 ** rmq_commitlog_set_queue_offset does not take the lock. An appender (a
-** follower's log, its segments opened as it needs them) is given its queue
-** offsets as they stood at `from` (rmq_commitlog_set_queue_offset), and
-** rmq_commitlog_join reads back the rest; its puts fail with RMQ_EAGAIN
-** when the owner must append them (a roll, a cut log, a failed owner).
+** follower's log, its segments opened as it needs them) starts from the
+** owner's queue offsets (rmq_shared_writer_join); its puts fail with
+** RMQ_EAGAIN when the owner must append them (a roll, a cut log, a failed
+** owner).
 */
 void rmq_commitlog_share(rmq_commitlog *cl, rmq_shared_log *log, bool appender);
 void rmq_commitlog_shared_recovered(rmq_commitlog *cl);
-void rmq_commitlog_join(rmq_commitlog *cl, int64_t from);
 /* A follower appends itself (shared_log.h's direct_writers). */
 bool rmq_commitlog_direct_writers(rmq_commitlog *cl);
 /*
