@@ -653,7 +653,8 @@ static void recheck_disk(rmq_commitlog *cl, int64_t end) {
 */
 static void after_append(rmq_commitlog *cl, int64_t end) {
   recheck_disk(cl, end);
-  if (cl->put_wakeup) rmq_service_thread_wakeup(cl->put_wakeup);
+  struct rmq_service_thread *wakeup = atomic_load(&cl->put_wakeup);
+  if (wakeup) rmq_service_thread_wakeup(wakeup);
   if (cl->appended) cl->appended(cl->appended_ctx);
 }
 
@@ -1307,12 +1308,8 @@ int rmq_commitlog_recover(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err) {
 
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
                                     int32_t queue_id, int64_t next_offset) {
-  /* A shared log's opener holds the processes' lock already (rmq_commitlog_share). */
-  rmq_err ignored = {0};
-  bool lock = !cl->shared.log && put_lock(cl, &ignored) == RMQ_OK;
   rmq_tqt_entry *e = rmq_tqt_get(cl->tqt, topic, topic_len, queue_id);
   if (e) e->next_offset = next_offset;
-  if (lock) put_unlock(cl);
 }
 
 int64_t rmq_commitlog_tags_code_of(rmq_commitlog *cl, const rmq_message *m, const char *tags,

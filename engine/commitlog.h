@@ -62,7 +62,8 @@ typedef struct rmq_commitlog {
   _Atomic int64_t disk_check_at;      /* the writer looks at the disk again past this offset */
   _Atomic int64_t begin_time_in_lock; /* 0 when the lock is free (stats) */
   _Atomic int64_t put_count;
-  struct rmq_service_thread *put_wakeup; /* woken after each put (CommitRealTimeService), or NULL */
+  /* Woken after each put (CommitRealTimeService), or NULL; the flush thread reads it too. */
+  _Atomic(struct rmq_service_thread *) put_wakeup;
   void (*appended)(void *ctx); /* told after each append and commit, outside the lock (HA) */
   void *appended_ctx;
 } rmq_commitlog;
@@ -150,8 +151,7 @@ int rmq_commitlog_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
 ** the others appended; until then the owner's puts only publish the end.
 ** The owner takes the lock (rmq_shared_log_lock) before its recovery and
 ** holds it until its services run; it shares its log once recovered and
-** calls rmq_commitlog_shared_recovered; in that time
-** rmq_commitlog_set_queue_offset does not take the lock. An appender (a
+** calls rmq_commitlog_shared_recovered. An appender (a
 ** follower's log, its segments opened as it needs them) starts from the
 ** owner's queue offsets (rmq_shared_writer_join); its puts fail with
 ** RMQ_EAGAIN when the owner must append them (a roll, a cut log, a failed
@@ -258,7 +258,11 @@ int rmq_commitlog_recover(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err);
 */
 int rmq_commitlog_load_for_repair(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err);
 
-/* Set the next queue offset of (topic, queue_id): recovery rebuilds the table from the queues. */
+/*
+** Set the next queue offset of (topic, queue_id): recovery rebuilds the
+** table from the queues, at open, before any put (so without the put lock,
+** which an owner takes only after the processes' lock).
+*/
 void rmq_commitlog_set_queue_offset(rmq_commitlog *cl, const char *topic, size_t topic_len,
                                     int32_t queue_id, int64_t next_offset);
 

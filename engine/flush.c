@@ -313,7 +313,7 @@ rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
                           cfg->sync ? group_commit_run : flush_real_time_run, fs);
   if (cl->mfq.pool) {
     rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run, fs);
-    cl->put_wakeup = &fs->commit_thread;
+    atomic_store(&cl->put_wakeup, &fs->commit_thread);
   }
   return fs;
 }
@@ -340,7 +340,7 @@ int64_t rmq_flush_commit_runs(rmq_flush_service *fs) { return atomic_load(&fs->c
 
 void rmq_flush_service_free(rmq_flush_service *fs) {
   if (!fs) return;
-  fs->cl->put_wakeup = NULL;
+  atomic_store(&fs->cl->put_wakeup, NULL);
   rmq_service_thread_shutdown(&fs->commit_thread);
   rmq_service_thread_shutdown(&fs->flush_thread);
   rmq_err err = {0};

@@ -1585,7 +1585,10 @@ static int direct_put(rmq_store *s, const put_args *a, int64_t *end, rmq_err *er
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
   int64_t end = 0;
   int rc = direct_put(s, a, &end, err);
-  if (rc == RMQ_EAGAIN) return forward_put(s, a, err);
+  if (rc == RMQ_EAGAIN) {
+    rmq_err_clear(err); /* the owner's answer, not why this process could not append */
+    return forward_put(s, a, err);
+  }
   if (rc != RMQ_OK || a->end_offset) {
     if (a->end_offset) *a->end_offset = end;
     return rc;
