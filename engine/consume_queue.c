@@ -44,20 +44,26 @@ static bool entry_pre_blank(const rmq_cq_entry *e) {
 
 /* ------------------------------------------------------------ open, close */
 
-/* mkdir -p: the queue directory appears with the first segment (MF ensureDirOK). */
+/* mkdir -p of path (changed on the way, restored): its parents first when it lacks them. */
+static bool make_path(char *path) {
+  if (mkdir(path, 0755) == 0 || errno == EEXIST) return true;
+  char *slash = strrchr(path, '/');
+  if (errno != ENOENT || !slash || slash == path) return false;
+  *slash = '\0';
+  bool made = make_path(path);
+  *slash = '/';
+  return made && (mkdir(path, 0755) == 0 || errno == EEXIST);
+}
+
+/*
+** The queue directory appears with the first segment (MF ensureDirOK); its
+** own mkdir first, since its parents usually exist.
+*/
 static int make_dirs(const char *dir, rmq_err *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s", dir);
-  for (char *p = path + 1;; p++) {
-    if (*p != '/' && *p != '\0') continue;
-    char saved = *p;
-    *p = '\0';
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-      return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", path, strerror(errno));
-    }
-    if (saved == '\0') return RMQ_OK;
-    *p = saved;
-  }
+  if (make_path(path)) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", path, strerror(errno));
 }
 
 int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t entries_per_file,
@@ -143,6 +149,11 @@ void rmq_cq_close(rmq_consume_queue *cq) {
 static int reserve_entries(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
   int32_t before = atomic_load(&mf->reserved_position);
   if (upto <= before) return RMQ_OK;
+  /*
+  ** No read-ahead: a fault in a new step would otherwise read (and zero)
+  ** megabytes of the file's holes around it, for each new queue.
+  */
+  if (before == 0) rmq_mapped_file_random_access(mf);
   int rc = rmq_mapped_file_reserve_ahead(mf, upto, CQ_RESERVE_STEP, err);
   int32_t after = atomic_load(&mf->reserved_position);
   if (rc == RMQ_OK && after > before) rmq_mapped_file_populate(mf, before, after - before);

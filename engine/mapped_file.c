@@ -426,6 +426,10 @@ int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahe
   return RMQ_OK;
 }
 
+void rmq_mapped_file_random_access(rmq_mapped_file *mf) {
+  madvise(mf->mapped, (size_t)mf->file_size, MADV_RANDOM);
+}
+
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
   if (mf->writable && !mf->transient) {
     int32_t start = from - from % RMQ_OS_PAGE_SIZE;

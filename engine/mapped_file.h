@@ -206,6 +206,9 @@ int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahe
 ** reserved, step by step.
 */
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
+
+/* Faults read only the page they need (MADV_RANDOM): no read-ahead of the file's holes. */
+void rmq_mapped_file_random_access(rmq_mapped_file *mf);
 /*
 ** The writer is about to write below `upto`: wait out a pre-fill over its
 ** bytes and keep later ones above them. Called under the put lock before

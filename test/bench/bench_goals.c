@@ -31,6 +31,10 @@
 **      several async flushes, not a burst that ends before the first. And the wake-up of a wait_ms long poll in another process
 **      (readonly=1) after the INSERT that it waits for returned, the writer
 **      putting one message every 2-10 ms: goal p99 < 5 ms.
+**   8. Cost per queue: one transaction puts one message into each of N new
+**      queues (N/4 topics of 4 queues), then the key look-up of the last one
+**      waits for its dispatch: microseconds per new queue, for 1,000 and
+**      (not QUICK) 20,000 queues. Goal: <= 50 us.
 ** Then messages per second against body size (100 B ... 16 KiB) for row 1's
 ** two recipes, the engine append and the ceiling (the same bytes per size).
 **
@@ -853,6 +857,61 @@ static void goal_processes(void) {
   add_row("-", "  ... its p50, ms", p50, "ms", 0, "", 0, true);
 }
 
+/* ------------------------------------------------- 8: cost per queue */
+
+static void bind_name(sqlite3_stmt *st, int col, const char *prefix, int n) {
+  char name[32];
+  snprintf(name, sizeof name, "%s%d", prefix, n);
+  sqlite3_bind_text(st, col, name, -1, SQLITE_TRANSIENT);
+}
+
+/* Microseconds per new queue, from the COMMIT's return until the last queue's message is found. */
+static double new_queue_us(int queues) {
+  char dir[64];
+  make_dir(dir, sizeof dir);
+  sqlite3 *db = open_sql(dir, "");
+  sqlite3_stmt *put, *find;
+  if (sqlite3_prepare_v2(db, "INSERT INTO mq(topic, queue_id, body, keys) VALUES (?1, ?2, 'x', ?3)",
+                         -1, &put, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(db, "SELECT count(*) FROM mq WHERE topic = ?1 AND key = ?2", -1, &find,
+                         NULL) != SQLITE_OK) {
+    fail("prepare", sqlite3_errmsg(db));
+  }
+  exec_sql(db, "BEGIN");
+  for (int i = 0; i < queues; i++) {
+    bind_name(put, 1, "Q", i / 4);
+    sqlite3_bind_int(put, 2, i % 4);
+    bind_name(put, 3, "k", i);
+    if (sqlite3_step(put) != SQLITE_DONE) fail("insert", sqlite3_errmsg(db));
+    sqlite3_reset(put);
+  }
+  exec_sql(db, "COMMIT");
+  double start = now_s();
+  bind_name(find, 1, "Q", (queues - 1) / 4);
+  bind_name(find, 2, "k", queues - 1);
+  if (sqlite3_step(find) != SQLITE_ROW || sqlite3_column_int(find, 0) != 1) {
+    fail("look-up", "the last queue's message was not found");
+  }
+  double us = (now_s() - start) * 1e6 / queues;
+  sqlite3_finalize(put);
+  sqlite3_finalize(find);
+  sqlite3_close(db);
+  rm_rf(dir);
+  return us;
+}
+
+static void goal_queues(void) {
+  int counts[2] = {1000, 20000};
+  for (int c = 0; c < (S.quick ? 1 : 2); c++) {
+    double us[8];
+    for (int i = 0; i < S.runs; i++) us[i] = new_queue_us(counts[c]);
+    char what[96];
+    snprintf(what, sizeof what, "a new queue's dispatch, %d new queues, us each", counts[c]);
+    row *r = add_row("8", what, median(us, S.runs), "us", 50, "the goal (50 us)", 1, true);
+    snprintf(r->goal_text, sizeof r->goal_text, "<= 50 us");
+  }
+}
+
 /* Env RMQ_BENCH_GOALS (e.g. "3" or "24"): only those goals (profiling); default all. */
 static bool wanted(char goal) {
   const char *only = getenv("RMQ_BENCH_GOALS");
@@ -878,6 +937,7 @@ int main(void) {
   if (wanted('5')) goal_reads();
   if (wanted('6')) goal_memory();
   if (wanted('7')) goal_processes();
+  if (wanted('8')) goal_queues();
 
   print_table();
   snprintf(path, sizeof path, "%s/results.json", S.out);
