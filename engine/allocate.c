@@ -109,7 +109,7 @@ static allocate_request *pending_request(rmq_allocate_service *svc) {
 static void create_file(rmq_allocate_service *svc, allocate_request *r) {
   rmq_mapped_file *mf = NULL;
   rmq_err err = {0};
-  if (rmq_mapped_file_open(r->path, r->from, r->size, true, true, &mf, &err) == RMQ_OK) {
+  if (rmq_mapped_file_open(r->path, r->from, r->size, RMQ_MF_CREATE, true, &mf, &err) == RMQ_OK) {
     if (svc->pool) rmq_mapped_file_use_pool(mf, svc->pool);
     int flush_pages = svc->flush_sync ? FLUSH_LEAST_PAGES_WHEN_WARM : 0;
     if (svc->warm && rmq_mapped_file_warm(mf, true, flush_pages, &err) != RMQ_OK) {

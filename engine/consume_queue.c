@@ -44,26 +44,35 @@ static bool entry_pre_blank(const rmq_cq_entry *e) {
 
 /* ------------------------------------------------------------ open, close */
 
-/* mkdir -p of path (changed on the way, restored): its parents first when it lacks them. */
-static bool make_path(char *path) {
-  if (mkdir(path, 0755) == 0 || errno == EEXIST) return true;
+/*
+** mkdir -p of path (changed on the way, restored), its own mkdir first since
+** its parents usually exist: how many directories it made, or -1.
+*/
+static int make_path(char *path) {
+  if (mkdir(path, 0755) == 0) return 1;
+  if (errno == EEXIST) return 0;
   char *slash = strrchr(path, '/');
-  if (errno != ENOENT || !slash || slash == path) return false;
+  if (errno != ENOENT || !slash || slash == path) return -1;
   *slash = '\0';
-  bool made = make_path(path);
+  int made = make_path(path);
   *slash = '/';
-  return made && (mkdir(path, 0755) == 0 || errno == EEXIST);
+  if (made < 0) return -1;
+  return mkdir(path, 0755) == 0 ? made + 1 : errno == EEXIST ? made : -1;
 }
 
 /*
-** The queue directory appears with the first segment (MF ensureDirOK); its
-** own mkdir first, since its parents usually exist.
+** The queue directory appears with the first segment (MF ensureDirOK). The
+** directories it made are synced with the segment's name (new_dirs).
 */
-static int make_dirs(const char *dir, rmq_err *err) {
+static int make_dirs(rmq_consume_queue *cq, rmq_err *err) {
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s", dir);
-  if (make_path(path)) return RMQ_OK;
-  return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", path, strerror(errno));
+  snprintf(path, sizeof path, "%s", cq->mfq.dir);
+  int made = make_path(path);
+  if (made < 0) {
+    return rmq_err_set(err, RMQ_EIO, "cannot create directory %s: %s", path, strerror(errno));
+  }
+  if (made > atomic_load(&cq->new_dirs)) atomic_store(&cq->new_dirs, made);
+  return RMQ_OK;
 }
 
 int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t entries_per_file,
@@ -105,6 +114,12 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
   /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
   cq->mfq.close_fds = true;
+  /*
+  ** A new segment's name (and its queue's and topic's directories) is synced
+  ** by the next flush, before a checkpoint counts on its entries, not on the
+  ** dispatcher's path.
+  */
+  cq->mfq.defer_dir_sync = true;
   /* A reader takes the segment size off the files (a broker's may differ from ours). */
   if (rc == RMQ_OK) rc = rmq_mfq_load(&cq->mfq, !writable, err);
   if (rc == RMQ_OK && cq->mfq.file_size != cq->file_size) {
@@ -134,12 +149,20 @@ void rmq_cq_close(rmq_consume_queue *cq) {
 
 /* ------------------------------------------------------------------- put */
 
-/* fillPreBlank (CQ 532-542): filler entries from position 0 up to `until`. */
 /*
-** Blocks for the entries, in steps of this, so that a queue with one message
-** takes one step of disk, not a whole file.
+** Blocks for the entries, in steps that grow with the segment, from a page
+** to 1 MiB: a queue with one message takes one page of disk and of memory,
+** a busy one few system calls.
 */
-#define CQ_RESERVE_STEP (64 << 10)
+#define CQ_RESERVE_MIN RMQ_OS_PAGE_SIZE
+#define CQ_RESERVE_MAX (1 << 20)
+
+/* How far past upto to reserve: to the end of the step that holds it, on a page boundary. */
+static int32_t reserve_ahead_of(int32_t upto) {
+  int32_t step = CQ_RESERVE_MIN;
+  while (step < CQ_RESERVE_MAX && step < upto) step <<= 1;
+  return step - upto % RMQ_OS_PAGE_SIZE;
+}
 
 /*
 ** Reserve the segment's blocks below `upto` before writing them through the
@@ -154,7 +177,7 @@ static int reserve_entries(rmq_mapped_file *mf, int32_t upto, rmq_err *err) {
   ** megabytes of the file's holes around it, for each new queue.
   */
   if (before == 0) rmq_mapped_file_random_access(mf);
-  int rc = rmq_mapped_file_reserve_ahead(mf, upto, CQ_RESERVE_STEP, err);
+  int rc = rmq_mapped_file_reserve_ahead(mf, upto, reserve_ahead_of(upto), err);
   int32_t after = atomic_load(&mf->reserved_position);
   if (rc == RMQ_OK && after > before) rmq_mapped_file_populate(mf, before, after - before);
   return rc;
@@ -177,6 +200,7 @@ static bool append_entry(rmq_mapped_file *mf, int64_t phy_offset, int32_t size, 
   return true;
 }
 
+/* fillPreBlank (CQ 532-542): filler entries from position 0 up to `until`. */
 static void fill_pre_blank(rmq_mapped_file *mf, int32_t until) {
   for (int32_t i = 0; i < until; i += UNIT) append_entry(mf, 0, RMQ_CQ_PRE_BLANK_SIZE, 0);
 }
@@ -198,7 +222,7 @@ int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t 
 
   int64_t expect = cq_offset * UNIT;
   int rc;
-  if (rmq_mfq_count(&cq->mfq) == 0 && (rc = make_dirs(cq->mfq.dir, err)) != RMQ_OK) return rc;
+  if (rmq_mfq_count(&cq->mfq) == 0 && (rc = make_dirs(cq, err)) != RMQ_OK) return rc;
   rmq_mapped_file *mf = rmq_mfq_last_or_create(&cq->mfq, expect, err);
   if (mf == NULL) return err->code;
   int32_t wrote = rmq_mapped_file_wrote(mf), pre_blank = (int32_t)(expect % cq->file_size);
@@ -742,7 +766,11 @@ int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestam
 
 int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err) {
   bool flushed;
-  return rmq_mfq_flush(&cq->mfq, least_pages, &flushed, err);
+  /* The queue's directory, and one more for each directory made: its entry is in its parent. */
+  int made = atomic_load(&cq->mfq.dir_unsynced) ? atomic_exchange(&cq->new_dirs, 0) : 0;
+  int rc = rmq_mfq_sync_dirs(&cq->mfq, made, err);
+  if (rc != RMQ_OK && made > atomic_load(&cq->new_dirs)) atomic_store(&cq->new_dirs, made);
+  return rc == RMQ_OK ? rmq_mfq_flush(&cq->mfq, least_pages, &flushed, err) : rc;
 }
 
 /* The CommitLog offset of the last entry of a full segment, or -1 if it is not full. */

@@ -54,6 +54,8 @@ typedef struct rmq_consume_queue {
   _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
   char *damage;  /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
   bool followed; /* a reader's queue whose end rmq_cq_follow moves (under the store's refresh) */
+  _Atomic int
+      new_dirs; /* directories made for it (queue, topic) whose parents rmq_cq_flush syncs */
 } rmq_consume_queue;
 
 /*

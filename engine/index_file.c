@@ -143,7 +143,8 @@ static int index_file_map(const char *path, int32_t slot_num, int32_t index_num,
   }
   rmq_index_file *f = calloc(1, sizeof *f);
   if (f == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory opening %s", path);
-  int rc = rmq_mapped_file_open(path, 0, (int32_t)size, create, writable, &f->mf, err);
+  int rc = rmq_mapped_file_open(path, 0, (int32_t)size, create ? RMQ_MF_CREATE : RMQ_MF_EXISTING,
+                                writable, &f->mf, err);
   if (rc != RMQ_OK) {
     free(f);
     return rc;

@@ -32,10 +32,10 @@ static int sync_parent_dir(const char *path, rmq_err *err) {
   return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
 }
 
-int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool create,
+int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_mf_create create,
                          bool writable, rmq_mapped_file **out, rmq_err *err) {
   *out = NULL;
-  int flags = writable ? O_RDWR | (create ? O_CREAT : 0) : O_RDONLY;
+  int flags = writable ? O_RDWR | (create != RMQ_MF_EXISTING ? O_CREAT : 0) : O_RDONLY;
   int fd = rmq_io_open(path, flags, 0644);
   if (fd < 0) {
     return rmq_err_set(err, errno == ENOENT ? RMQ_ENOTFOUND : RMQ_EIO, "cannot open %s: %s", path,
@@ -58,7 +58,8 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool
                        "%s is %lld bytes but the segment size is %d (check the size setting)", path,
                        (long long)st.st_size, file_size);
   }
-  if (st.st_size == 0 && writable && sync_parent_dir(path, err) != RMQ_OK) {
+  if (st.st_size == 0 && writable && create != RMQ_MF_CREATE_UNSYNCED &&
+      sync_parent_dir(path, err) != RMQ_OK) {
     close(fd);
     return err->code;
   }

@@ -68,13 +68,20 @@ typedef struct rmq_mapped_file {
   pthread_mutex_t flush_mu; /* one flush or commit of this file at a time */
 } rmq_mapped_file;
 
+/* What rmq_mapped_file_open does about a missing file. */
+typedef enum rmq_mf_create {
+  RMQ_MF_EXISTING,        /* it is an error (RMQ_ENOTFOUND) */
+  RMQ_MF_CREATE,          /* created, and its directory synced for its name */
+  RMQ_MF_CREATE_UNSYNCED, /* created; the caller syncs the directory later */
+} rmq_mf_create;
+
 /*
 ** Open the segment at path, whose first byte is global offset from. With
 ** create, a missing file is created at file_size bytes (sparse); an existing
 ** file must be exactly file_size bytes, else RMQ_ECORRUPT naming both sizes.
 ** Positions start at 0; the caller sets them (load marks files full).
 */
-int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, bool create,
+int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_mf_create create,
                          bool writable, rmq_mapped_file **out, rmq_err *err);
 
 /*

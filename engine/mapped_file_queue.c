@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "file_name.h"
+#include "io.h"
 
 int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
                  rmq_err *err) {
@@ -126,7 +127,7 @@ static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err
     }
   }
   rmq_mapped_file *mf;
-  int rc = rmq_mapped_file_open(path, from, q->file_size, false, q->writable, &mf, err);
+  int rc = rmq_mapped_file_open(path, from, q->file_size, RMQ_MF_EXISTING, q->writable, &mf, err);
   if (rc != RMQ_OK) return rc;
   if (q->close_fds) rmq_mapped_file_close_fd(mf);
   rmq_mapped_file_set_positions(mf, q->file_size);
@@ -207,7 +208,10 @@ static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_e
     snprintf(next_path, sizeof next_path, "%s/%s", q->dir, next_name);
     mf = q->allocate(q->allocate_ctx, path, from, next ? next_path : NULL, from + q->file_size,
                      q->file_size, err);
-  } else if (rmq_mapped_file_open(path, from, q->file_size, true, true, &mf, err) == RMQ_OK) {
+  } else if (rmq_mapped_file_open(path, from, q->file_size,
+                                  q->defer_dir_sync ? RMQ_MF_CREATE_UNSYNCED : RMQ_MF_CREATE, true,
+                                  &mf, err) == RMQ_OK) {
+    if (q->defer_dir_sync) atomic_store(&q->dir_unsynced, true);
     /* Sparse: its writer reserves blocks before it writes (rmq_mapped_file_reserve). */
     if (q->pool) rmq_mapped_file_use_pool(mf, q->pool);
     if (q->close_fds) rmq_mapped_file_close_fd(mf);
@@ -387,7 +391,7 @@ static int follow_one(rmq_mapped_file_queue *q, const char *name, int *added, bo
   *stop = from != expect || len <= 0 || size == 0 || from < 0 || from > RMQ_MAX_LOG_OFFSET - size;
   if (*stop) return RMQ_OK;
   rmq_mapped_file *mf;
-  int rc = rmq_mapped_file_open(path, from, size, false, false, &mf, err);
+  int rc = rmq_mapped_file_open(path, from, size, RMQ_MF_EXISTING, false, &mf, err);
   if (rc != RMQ_OK) return rc;
   pthread_rwlock_wrlock(&q->lock);
   if (q->count == 0) q->file_size = size;
@@ -472,7 +476,7 @@ static int open_segment(rmq_mapped_file_queue *q, int64_t from, rmq_err *err) {
     return rmq_err_set(err, RMQ_ENOTFOUND, "no segment %s: %s", path, strerror(errno));
   }
   rmq_mapped_file *mf;
-  int rc = rmq_mapped_file_open(path, from, q->file_size, false, true, &mf, err);
+  int rc = rmq_mapped_file_open(path, from, q->file_size, RMQ_MF_EXISTING, true, &mf, err);
   if (rc == RMQ_OK && (rc = mfq_push(q, mf, err)) != RMQ_OK) rmq_mapped_file_shutdown(mf, false);
   return rc;
 }
@@ -490,4 +494,20 @@ int rmq_mfq_keep_range(rmq_mapped_file_queue *q, int64_t from, int64_t to, rmq_e
   for (; rc == RMQ_OK && next <= last; next += q->file_size) rc = open_segment(q, next, err);
   pthread_rwlock_unlock(&q->lock);
   return rc;
+}
+
+int rmq_mfq_sync_dirs(rmq_mapped_file_queue *q, int parents, rmq_err *err) {
+  if (!atomic_exchange(&q->dir_unsynced, false)) return RMQ_OK;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", q->dir);
+  for (int level = 0; level <= parents; level++) {
+    if (rmq_io_fsync_dir(dir) != 0) {
+      atomic_store(&q->dir_unsynced, true);
+      return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) break;
+    *slash = '\0';
+  }
+  return RMQ_OK;
 }

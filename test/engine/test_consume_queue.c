@@ -655,6 +655,27 @@ static void test_io_faults(void) {
   rmq_cq_close(cq);
 }
 
+/*
+** A new segment's directory entries (and its new queue and topic
+** directories) are synced by the next flush, not by the put: a put with the
+** next fsync failing succeeds, the flush fails naming the directory, and the
+** flush after it syncs them.
+*/
+static void test_dirs_synced_by_flush(void) {
+  rmq_consume_queue *cq = open_cq("TopicDirs", 0, true);
+  rmq_io_fault(RMQ_IO_FSYNC, 1, EIO, -1);
+  put_range(cq, 0, PER_FILE + 1);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_EIO);
+  CHECK(strstr(err.msg, "cannot sync directory") != NULL && strstr(err.msg, "TopicDirs/0") != NULL);
+  rmq_io_fault(RMQ_IO_FSYNC, 0, 0, -1);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_OK);
+  CHECK_EQ_INT(atomic_load(&cq->new_dirs), 0);
+  CHECK(!atomic_load(&cq->mfq.dir_unsynced));
+  check_entries(cq, 0, PER_FILE + 1);
+}
+
 /* A reader takes the segment size off the files, whatever entries_per_file says. */
 static void test_readonly_size(void) {
   rmq_consume_queue *cq = open_cq("TopicRo", 0, true);
@@ -852,6 +873,7 @@ int main(void) {
   test_table_load();
   test_live_readers();
   test_io_faults();
+  test_dirs_synced_by_flush();
   test_readonly_size();
   test_recover_offset_overflow();
   test_follow();

@@ -29,7 +29,7 @@ static rmq_mapped_file *open_segment(const char *dir) {
   snprintf(path, sizeof path, "%s/00000000000000000000", dir);
   rmq_mapped_file *mf = NULL;
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_mapped_file_open(path, 0, SIZE, true, true, &mf, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_mapped_file_open(path, 0, SIZE, RMQ_MF_CREATE, true, &mf, &err), RMQ_OK);
   if (mf) CHECK_EQ_INT(rmq_mapped_file_reserve(mf, SIZE, &err), RMQ_OK);
   return mf;
 }

@@ -132,7 +132,7 @@ static void test_warm_flushes_while_warming(void) {
     rmq_mapped_file *mf;
     rmq_err err = {0};
     unlink(path);
-    if (rmq_mapped_file_open(path, 0, size, true, true, &mf, &err) != RMQ_OK) {
+    if (rmq_mapped_file_open(path, 0, size, RMQ_MF_CREATE, true, &mf, &err) != RMQ_OK) {
       CHECK_EQ_STR(err.msg, "");
       return;
     }
@@ -147,7 +147,7 @@ static void test_warm_flushes_while_warming(void) {
   /* flush='async' warms without forcing. */
   rmq_mapped_file *mf;
   rmq_err err = {0};
-  if (rmq_mapped_file_open(path, 0, size, true, true, &mf, &err) == RMQ_OK) {
+  if (rmq_mapped_file_open(path, 0, size, RMQ_MF_CREATE, true, &mf, &err) == RMQ_OK) {
     rmq_io_fault(RMQ_IO_MSYNC, 1, EIO, -1);
     CHECK_EQ_INT(rmq_mapped_file_warm(mf, false, 0, &err), RMQ_OK);
     rmq_io_fault(RMQ_IO_MSYNC, 0, 0, -1);
