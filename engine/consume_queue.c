@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "damaged.h"
+#include "io.h"
 #include "message.h"
 #include "rmq.h"
 #include "topic_queue_table.h"
@@ -766,10 +767,8 @@ int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestam
 
 int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err) {
   bool flushed;
-  /* The queue's directory, and one more for each directory made: its entry is in its parent. */
-  int made = atomic_load(&cq->mfq.dir_unsynced) ? atomic_exchange(&cq->new_dirs, 0) : 0;
-  int rc = rmq_mfq_sync_dirs(&cq->mfq, made, err);
-  if (rc != RMQ_OK && made > atomic_load(&cq->new_dirs)) atomic_store(&cq->new_dirs, made);
+  /* The names of its new segments; its new directories' names are the table's (new_dirs). */
+  int rc = rmq_mfq_sync_dirs(&cq->mfq, 0, err);
   return rc == RMQ_OK ? rmq_mfq_flush(&cq->mfq, least_pages, &flushed, err) : rc;
 }
 
@@ -992,11 +991,66 @@ int rmq_cq_table_truncate_dirty(rmq_cq_table *t, int64_t phy_offset, rmq_err *er
   return RMQ_OK;
 }
 
-int rmq_cq_table_flush(rmq_cq_table *t, int least_pages, rmq_err *err) {
+/* A queue whose directories were made since the last pass, and how many (new_dirs). */
+typedef struct new_dirs {
+  rmq_consume_queue *cq;
+  int made;
+} new_dirs;
+
+static int by_topic(const void *a, const void *b) {
+  return strcmp(((const new_dirs *)a)->cq->topic, ((const new_dirs *)b)->cq->topic);
+}
+
+/* Sync <root>/consumequeue/<topic>, or consumequeue/ itself when topic is NULL. */
+static int sync_dir_of(const rmq_cq_table *t, const char *topic, rmq_err *err) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/consumequeue%s%s", t->root, topic ? "/" : "", topic ? topic : "");
+  if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
+}
+
+/*
+** The names of the queue and topic directories made since the last pass:
+** each topic's directory once, and consumequeue/ once if a topic is new. What
+** fails is synced again by the next pass.
+*/
+static int sync_new_dirs(rmq_cq_table *t, rmq_consume_queue **all, int n, rmq_err *err) {
+  new_dirs *taken = malloc(sizeof *taken * (size_t)(n > 0 ? n : 1));
+  if (!taken) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int count = 0, most = 0;
+  for (int i = 0; i < n; i++) {
+    int made = atomic_exchange(&all[i]->new_dirs, 0);
+    if (made > 0) taken[count++] = (new_dirs){all[i], made};
+    if (made > most) most = made;
+  }
+  qsort(taken, (size_t)count, sizeof *taken, by_topic);
+  int rc = RMQ_OK;
+  for (int i = 0; rc == RMQ_OK && i < count; i++) {
+    if (i == 0 || strcmp(taken[i].cq->topic, taken[i - 1].cq->topic) != 0) {
+      rc = sync_dir_of(t, taken[i].cq->topic, err);
+    }
+  }
+  if (rc == RMQ_OK && most > 1) rc = sync_dir_of(t, NULL, err);
+  for (int i = 0; rc != RMQ_OK && i < count; i++) {
+    int now = atomic_load(&taken[i].cq->new_dirs);
+    while (now < taken[i].made &&
+           !atomic_compare_exchange_weak(&taken[i].cq->new_dirs, &now, taken[i].made)) {
+    }
+  }
+  free(taken);
+  return rc;
+}
+
+int rmq_cq_table_flush(rmq_cq_table *t, int least_pages, bool *moved, rmq_err *err) {
   rmq_consume_queue **all;
   int n;
   int rc = rmq_cq_table_snapshot(t, &all, &n, err);
-  for (int i = 0; rc == RMQ_OK && i < n; i++) rc = rmq_cq_flush(all[i], least_pages, err);
+  for (int i = 0; rc == RMQ_OK && i < n; i++) {
+    int64_t before = atomic_load(&all[i]->mfq.flushed_where);
+    rc = rmq_cq_flush(all[i], least_pages, err);
+    if (moved && atomic_load(&all[i]->mfq.flushed_where) != before) *moved = true;
+  }
+  if (rc == RMQ_OK) rc = sync_new_dirs(t, all, n, err);
   free(all);
   return rc;
 }

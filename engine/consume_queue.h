@@ -54,8 +54,7 @@ typedef struct rmq_consume_queue {
   _Atomic int64_t logic_gaps;        /* puts whose queue offset was past the tail */
   char *damage;  /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
   bool followed; /* a reader's queue whose end rmq_cq_follow moves (under the store's refresh) */
-  _Atomic int
-      new_dirs; /* directories made for it (queue, topic) whose parents rmq_cq_flush syncs */
+  _Atomic int new_dirs; /* directories made for it: rmq_cq_table_flush syncs their names */
 } rmq_consume_queue;
 
 /*
@@ -196,7 +195,8 @@ int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestam
 
 /*
 ** Flush by MappedFile.isAbleToFlush's page rule (FlushConsumeQueueService:
-** 2 pages periodically, 0 thoroughly).
+** 2 pages periodically, 0 thoroughly), after syncing the queue's directory
+** when it made a segment since.
 */
 int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err);
 
@@ -254,7 +254,10 @@ int rmq_cq_table_recover(rmq_cq_table *t, int64_t *max_physic_offset, rmq_err *e
 ** as CommitLog recovery does, whether any queue reaches phy_offset).
 */
 int rmq_cq_table_truncate_dirty(rmq_cq_table *t, int64_t phy_offset, rmq_err *err);
-/* Flush every queue; stops at the first failure. */
-int rmq_cq_table_flush(rmq_cq_table *t, int least_pages, rmq_err *err);
+/*
+** Flush every queue (*moved, unless NULL: whether one was forced), then sync
+** the directories made for new queues and topics; stops at the first failure.
+*/
+int rmq_cq_table_flush(rmq_cq_table *t, int least_pages, bool *moved, rmq_err *err);
 
 #endif

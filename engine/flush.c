@@ -366,25 +366,11 @@ struct rmq_cq_flush_service {
   _Atomic int64_t runs; /* passes of the thread that forced a queue */
 };
 
-/* Flush every queue; *moved: whether one of them was forced. */
-static int flush_queues(rmq_cq_flush_service *fs, int least_pages, bool *moved, rmq_err *err) {
-  rmq_consume_queue **all;
-  int n;
-  int rc = rmq_cq_table_snapshot(fs->cqs, &all, &n, err);
-  for (int i = 0; rc == RMQ_OK && i < n; i++) {
-    int64_t before = atomic_load(&all[i]->mfq.flushed_where);
-    rc = rmq_cq_flush(all[i], least_pages, err);
-    *moved = *moved || atomic_load(&all[i]->mfq.flushed_where) != before;
-  }
-  free(all);
-  return rc;
-}
-
 /* DMS doFlush: a thorough pass records the logics time taken before the queues were forced. */
 static int cq_flush_pass(rmq_cq_flush_service *fs, bool thorough, bool *moved, rmq_err *err) {
   pthread_mutex_lock(&fs->mu);
   int64_t logics = atomic_load(&fs->cp->logics_msg_timestamp);
-  int rc = flush_queues(fs, thorough ? 0 : CQ_FLUSH_LEAST_PAGES, moved, err);
+  int rc = rmq_cq_table_flush(fs->cqs, thorough ? 0 : CQ_FLUSH_LEAST_PAGES, moved, err);
   if (rc == RMQ_OK && thorough && fs->index) rc = rmq_index_service_flush(fs->index, err);
   if (rc == RMQ_OK && thorough) {
     atomic_store(&fs->cp->logics_msg_timestamp, logics);

@@ -1006,7 +1006,7 @@ void rmq_store_close(rmq_store *s) {
   store_unshare(s);
   rmq_err err = {0};
   bool clean = started && !atomic_load(&s->commitlog.poisoned) &&
-               rmq_cq_table_flush(s->cqs, 0, &err) == RMQ_OK &&
+               rmq_cq_table_flush(s->cqs, 0, NULL, &err) == RMQ_OK &&
                rmq_index_service_flush(&s->index, &err) == RMQ_OK &&
                rmq_checkpoint_flush(&s->checkpoint, &err) == RMQ_OK;
   if (clean) remove_abort(s);

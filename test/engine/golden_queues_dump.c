@@ -226,7 +226,7 @@ static int rebuild(const char *out, int32_t entries, int32_t slots, int32_t inde
     }
   }
   free(line);
-  if (rc == RMQ_OK) rc = rmq_cq_table_flush(t, 0, err);
+  if (rc == RMQ_OK) rc = rmq_cq_table_flush(t, 0, NULL, err);
   if (rc == RMQ_OK) rc = rmq_index_service_flush(&s, err);
   rmq_index_service_destroy(&s);
   rmq_cq_table_free(t);

@@ -550,7 +550,7 @@ static void test_table_load(void) {
   CHECK_EQ_INT(rmq_cq_table_find_or_create(t, "L1", 3, &b, &err), RMQ_OK);
   put_range(a, 0, 12);
   put_range(b, 0, 7);
-  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, NULL, &err), RMQ_OK);
   rmq_cq_table_free(t);
   /* Directories RocketMQ would not have written are skipped silently. */
   make_dir("consumequeue/bad.topic");
@@ -671,9 +671,40 @@ static void test_dirs_synced_by_flush(void) {
   rmq_io_fault(RMQ_IO_FSYNC, 0, 0, -1);
   rmq_err_clear(&err);
   CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_OK);
-  CHECK_EQ_INT(atomic_load(&cq->new_dirs), 0);
   CHECK(!atomic_load(&cq->mfq.dir_unsynced));
   check_entries(cq, 0, PER_FILE + 1);
+}
+
+/*
+** The table's flush syncs the names of new queue and topic directories: a
+** topic's directory once for its queues, then consumequeue/ (the third
+** fsync here fails, then the next flush does it); a put syncs nothing.
+*/
+static void test_table_syncs_new_dirs(void) {
+  rmq_err err = {0};
+  rmq_cq_table *t = NULL;
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  rmq_consume_queue *a = NULL, *b = NULL;
+  CHECK_EQ_INT(rmq_cq_table_find_or_create(t, "NewDirs", 0, &a, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_find_or_create(t, "NewDirs", 1, &b, &err), RMQ_OK);
+  if (!a || !b) return;
+  rmq_io_fault(RMQ_IO_FSYNC, 3, EIO, -1);
+  put_range(a, 0, 2);
+  put_range(b, 0, 2);
+  CHECK_EQ_INT(atomic_load(&a->new_dirs), 2);
+  CHECK_EQ_INT(atomic_load(&b->new_dirs), 1);
+  bool moved = false;
+  /* fsyncs: a's directory, b's, the topic's (fails). */
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &moved, &err), RMQ_EIO);
+  CHECK(strstr(err.msg, "consumequeue/NewDirs:") != NULL);
+  CHECK_EQ_INT(atomic_load(&a->new_dirs), 2);
+  rmq_io_fault(RMQ_IO_FSYNC, 0, 0, -1);
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &moved, &err), RMQ_OK);
+  CHECK(moved);
+  CHECK_EQ_INT(atomic_load(&a->new_dirs), 0);
+  CHECK_EQ_INT(atomic_load(&b->new_dirs), 0);
+  rmq_cq_table_free(t);
 }
 
 /* A reader takes the segment size off the files, whatever entries_per_file says. */
@@ -874,6 +905,7 @@ int main(void) {
   test_live_readers();
   test_io_faults();
   test_dirs_synced_by_flush();
+  test_table_syncs_new_dirs();
   test_readonly_size();
   test_recover_offset_overflow();
   test_follow();
