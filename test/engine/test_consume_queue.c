@@ -673,6 +673,7 @@ static void test_dirs_synced_by_flush(void) {
   CHECK_EQ_INT(rmq_cq_flush(cq, 0, &err), RMQ_OK);
   CHECK(!atomic_load(&cq->mfq.dir_unsynced));
   check_entries(cq, 0, PER_FILE + 1);
+  rmq_cq_close(cq);
 }
 
 /*
