@@ -110,10 +110,11 @@ static void child(const char *dir, int fd, int round) {
   for (;;) pause();
 }
 
-/* Read acks until ms have passed, kill the child, drain the pipe. */
+/* Read acks until ms have passed since the first, kill the child, drain the pipe. */
 static ack *collect(pid_t pid, int fd, int ms, ack *acks, int *n, int *cap) {
-  int64_t start = rmq_monotonic_ms();
-  bool killed = false;
+  /* The clock starts at the first acknowledgement (a sanitizer's child opens slowly): 30 s at most. */
+  int64_t start = rmq_monotonic_ms() + 30000 - ms;
+  bool killed = false, acked = false;
   union {
     ack a[256];
     char bytes[256 * sizeof(ack)];
@@ -133,6 +134,8 @@ static ack *collect(pid_t pid, int fd, int ms, ack *acks, int *n, int *cap) {
     ssize_t r = read(fd, buf.bytes + have, sizeof buf - have);
     if (r <= 0) break;
     have += (size_t)r;
+    if (!acked) start = rmq_monotonic_ms();
+    acked = true;
     int whole = (int)(have / sizeof(ack));
     if (*n + whole > *cap) {
       *cap = *cap * 2 + whole + 4096;
