@@ -1119,11 +1119,6 @@ static int make_damaged_dir(rmq_commitlog *cl, char *out, size_t cap, rmq_err *e
   return rmq_damaged_dir(store, out, cap, err);
 }
 
-static int sync_dir(const char *dir, rmq_err *err) {
-  if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
-  return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
-}
-
 /*
 ** Copy [from, to) of the log into dir, in a file named by the offset of its
 ** first byte (as a segment is), then zero it in the log and force both to
@@ -1146,7 +1141,7 @@ static int move_tail(rmq_commitlog *cl, const char *dir, int64_t from, int64_t t
                : rmq_err_set(err, RMQ_EIO, "cannot write %s: %s", path,
                              errno ? strerror(errno) : "short write");
   if (fd >= 0) close(fd);
-  if (rc == RMQ_OK) rc = sync_dir(dir, err);
+  if (rc == RMQ_OK) rc = rmq_mapped_file_sync_dir(dir, err);
   if (rc == RMQ_OK) {
     rmq_mapped_file_zero(mf, pos, len);
     rc = rmq_mapped_file_fsync(mf, err);
@@ -1175,7 +1170,7 @@ static int move_segments(rmq_commitlog *cl, const char *dir, int64_t offset, int
     }
     rmq_mapped_file_release(mf);
   }
-  return rc == RMQ_OK ? sync_dir(dir, err) : rc;
+  return rc == RMQ_OK ? rmq_mapped_file_sync_dir(dir, err) : rc;
 }
 
 static int move_aside(rmq_commitlog *cl, const recover_scan *scan, const beyond_end *b,
@@ -1251,8 +1246,8 @@ static int set_aside_from(rmq_commitlog *cl, int64_t from, rmq_recovery *r, rmq_
     r->moved += (int64_t)st.st_size;
   }
   closedir(d);
-  if (rc == RMQ_OK) rc = sync_dir(r->moved_to, err);
-  return rc == RMQ_OK ? sync_dir(cl->mfq.dir, err) : rc;
+  if (rc == RMQ_OK) rc = rmq_mapped_file_sync_dir(r->moved_to, err);
+  return rc == RMQ_OK ? rmq_mapped_file_sync_dir(cl->mfq.dir, err) : rc;
 }
 
 int rmq_commitlog_load_for_repair(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err) {

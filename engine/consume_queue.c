@@ -18,7 +18,6 @@
 
 #include "clock.h"
 #include "damaged.h"
-#include "io.h"
 #include "message.h"
 #include "rmq.h"
 #include "topic_queue_table.h"
@@ -768,7 +767,7 @@ int rmq_cq_first_offset_at_or_after_time(rmq_consume_queue *cq, int64_t timestam
 int rmq_cq_flush(rmq_consume_queue *cq, int least_pages, rmq_err *err) {
   bool flushed;
   /* The names of its new segments; its new directories' names are the table's (new_dirs). */
-  int rc = rmq_mfq_sync_dirs(&cq->mfq, 0, err);
+  int rc = rmq_mfq_sync_dir(&cq->mfq, err);
   return rc == RMQ_OK ? rmq_mfq_flush(&cq->mfq, least_pages, &flushed, err) : rc;
 }
 
@@ -992,21 +991,20 @@ int rmq_cq_table_truncate_dirty(rmq_cq_table *t, int64_t phy_offset, rmq_err *er
 }
 
 /* A queue whose directories were made since the last pass, and how many (new_dirs). */
-typedef struct new_dirs {
+typedef struct made_dirs {
   rmq_consume_queue *cq;
   int made;
-} new_dirs;
+} made_dirs;
 
 static int by_topic(const void *a, const void *b) {
-  return strcmp(((const new_dirs *)a)->cq->topic, ((const new_dirs *)b)->cq->topic);
+  return strcmp(((const made_dirs *)a)->cq->topic, ((const made_dirs *)b)->cq->topic);
 }
 
 /* Sync <root>/consumequeue/<topic>, or consumequeue/ itself when topic is NULL. */
 static int sync_dir_of(const rmq_cq_table *t, const char *topic, rmq_err *err) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/consumequeue%s%s", t->root, topic ? "/" : "", topic ? topic : "");
-  if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
-  return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
+  return rmq_mapped_file_sync_dir(dir, err);
 }
 
 /*
@@ -1015,12 +1013,12 @@ static int sync_dir_of(const rmq_cq_table *t, const char *topic, rmq_err *err) {
 ** fails is synced again by the next pass.
 */
 static int sync_new_dirs(rmq_cq_table *t, rmq_consume_queue **all, int n, rmq_err *err) {
-  new_dirs *taken = malloc(sizeof *taken * (size_t)(n > 0 ? n : 1));
+  made_dirs *taken = malloc(sizeof *taken * (size_t)(n > 0 ? n : 1));
   if (!taken) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   int count = 0, most = 0;
   for (int i = 0; i < n; i++) {
     int made = atomic_exchange(&all[i]->new_dirs, 0);
-    if (made > 0) taken[count++] = (new_dirs){all[i], made};
+    if (made > 0) taken[count++] = (made_dirs){all[i], made};
     if (made > most) most = made;
   }
   qsort(taken, (size_t)count, sizeof *taken, by_topic);

@@ -28,6 +28,10 @@ static int sync_parent_dir(const char *path, rmq_err *err) {
   if (n == 0 || n >= sizeof dir) return RMQ_OK;
   memcpy(dir, path, n);
   dir[n] = '\0';
+  return rmq_mapped_file_sync_dir(dir, err);
+}
+
+int rmq_mapped_file_sync_dir(const char *dir, rmq_err *err) {
   if (rmq_io_fsync_dir(dir) == 0) return RMQ_OK;
   return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
 }

@@ -68,6 +68,9 @@ typedef struct rmq_mapped_file {
   pthread_mutex_t flush_mu; /* one flush or commit of this file at a time */
 } rmq_mapped_file;
 
+/* Sync a directory of segments, so that names made or removed in it persist. RMQ_EIO. */
+int rmq_mapped_file_sync_dir(const char *dir, rmq_err *err);
+
 /* What rmq_mapped_file_open does about a missing file. */
 typedef enum rmq_mf_create {
   RMQ_MF_EXISTING,        /* it is an error (RMQ_ENOTFOUND) */

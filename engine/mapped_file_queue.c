@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "file_name.h"
-#include "io.h"
 
 int rmq_mfq_init(rmq_mapped_file_queue *q, const char *dir, int32_t file_size, bool writable,
                  rmq_err *err) {
@@ -496,18 +495,9 @@ int rmq_mfq_keep_range(rmq_mapped_file_queue *q, int64_t from, int64_t to, rmq_e
   return rc;
 }
 
-int rmq_mfq_sync_dirs(rmq_mapped_file_queue *q, int parents, rmq_err *err) {
+int rmq_mfq_sync_dir(rmq_mapped_file_queue *q, rmq_err *err) {
   if (!atomic_exchange(&q->dir_unsynced, false)) return RMQ_OK;
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", q->dir);
-  for (int level = 0; level <= parents; level++) {
-    if (rmq_io_fsync_dir(dir) != 0) {
-      atomic_store(&q->dir_unsynced, true);
-      return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
-    }
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) break;
-    *slash = '\0';
-  }
-  return RMQ_OK;
+  int rc = rmq_mapped_file_sync_dir(q->dir, err);
+  if (rc != RMQ_OK) atomic_store(&q->dir_unsynced, true);
+  return rc;
 }

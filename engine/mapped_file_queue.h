@@ -37,7 +37,7 @@ typedef struct rmq_mapped_file_queue {
   void *allocate_ctx;
   rmq_transient_store_pool *pool; /* write buffers; NULL: write the mapping */
   bool close_fds;                 /* files keep no descriptor (rmq_mapped_file_close_fd) */
-  /* New files' directory entries are synced later (rmq_mfq_sync_dirs), not at once. */
+  /* New files' directory entries are synced later (rmq_mfq_sync_dir), not at once. */
   bool defer_dir_sync;
   atomic_bool dir_unsynced; /* a file was created since the owner last synced */
   pthread_rwlock_t lock;
@@ -59,11 +59,10 @@ void rmq_mfq_destroy(rmq_mapped_file_queue *q);
 
 /*
 ** With defer_dir_sync: once a file was created since the last call, sync
-** the queue's directory and its `parents` nearest ancestors, so that the new
-** names survive a power loss (before a checkpoint counts on them).
-** RMQ_EIO naming the directory; the next call tries again.
+** the queue's directory, so that the new names survive a power loss (before
+** a checkpoint counts on them). RMQ_EIO naming it; the next call tries again.
 */
-int rmq_mfq_sync_dirs(rmq_mapped_file_queue *q, int parents, rmq_err *err);
+int rmq_mfq_sync_dir(rmq_mapped_file_queue *q, rmq_err *err);
 
 /*
 ** Load the segments in dir in name order, each must be file_size bytes and

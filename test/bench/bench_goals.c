@@ -28,9 +28,10 @@
 **      autocommit INSERTs through SQL, flush='async'), the first to open it
 **      running its services, against 1 process doing the same work: goal
 **      >= 1x. Sustained rates: 1 M messages in all, seconds of work through
-**      several async flushes, not a burst that ends before the first. And the wake-up of a wait_ms long poll in another process
-**      (readonly=1) after the INSERT that it waits for returned, the writer
-**      putting one message every 2-10 ms: goal p99 < 5 ms.
+**      several async flushes, not a burst that ends before the first. And
+**      the wake-up of a wait_ms long poll in another process (readonly=1)
+**      after the INSERT that it waits for returned, the writer putting one
+**      message every 2-10 ms: goal p99 < 5 ms.
 **   8. Cost per queue: one transaction puts one message into each of N new
 **      queues (N/4 topics of 4 queues), then the key look-up of the last one
 **      waits for its dispatch: microseconds per new queue, for 1,000 and
