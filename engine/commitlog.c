@@ -498,9 +498,12 @@ static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t a
 
 /*
 ** Stamp the records of a span, where its first byte is at log offset
-** `offset`: copied into dst and stamped there, while their heads are in
-** cache, or (dst NULL) stamped in place. The first `hold` bytes are not
-** copied (the batch's head, written last). *at: where it stopped.
+** `offset`, where they are, and copy each into dst (unless NULL) while it is
+** in cache. Stamped before copied: a kill mid-batch must leave in the log
+** only records with their store time, since recovery takes a record stored
+** before the checkpoint's time for flushed data lost. The first `hold`
+** bytes are not copied (the batch's head, written last). *at: where it
+** stopped.
 */
 static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, size_t hold,
                        int64_t offset, stamp_state *st, size_t *at, rmq_err *err) {
@@ -509,8 +512,8 @@ static bool stamp_span(rmq_commitlog *cl, uint8_t *dst, const rmq_span *span, si
     uint8_t *rec = span->data + *at;
     size_t skip = *at == 0 ? hold : 0;
     if (!read_head(rec, span->len - *at, &h, err)) return false;
-    if (dst) memcpy((rec = dst + *at) + skip, span->data + *at + skip, (size_t)h.len - skip);
     if (!stamp_record(cl, rec, &h, offset + (int64_t)*at, st, err)) return false;
+    if (dst) memcpy(dst + *at + skip, rec + skip, (size_t)h.len - skip);
   }
   return true;
 }
