@@ -9,15 +9,18 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "damaged.h"
+#include "io.h"
 #include "message.h"
 #include "rmq.h"
 #include "topic_queue_table.h"
@@ -805,6 +808,7 @@ struct rmq_cq_table {
   rmq_retired_files *retired; /* given to every queue's file list */
   pthread_rwlock_t lock;
   rmq_topic_queue_table *queues; /* (topic, queue_id) -> rmq_consume_queue * */
+  _Atomic int sync_fd;           /* consumequeue/, for syncfs; -1 until a pass needs it */
 };
 
 int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable, rmq_cq_table **out,
@@ -818,6 +822,7 @@ int rmq_cq_table_new(const char *root, int32_t entries_per_file, bool writable, 
   }
   t->entries_per_file = entries_per_file;
   t->writable = writable;
+  atomic_init(&t->sync_fd, -1);
   /* Readers never stop coming: without writer preference creation could starve. */
   pthread_rwlockattr_t attr;
   pthread_rwlockattr_init(&attr);
@@ -835,6 +840,7 @@ void rmq_cq_table_free(rmq_cq_table *t) {
   size_t pos = 0;
   for (rmq_tqt_entry *e; (e = rmq_tqt_next(t->queues, &pos)) != NULL;) rmq_cq_close(e->value);
   rmq_tqt_free(t->queues);
+  if (atomic_load(&t->sync_fd) >= 0) close(atomic_load(&t->sync_fd));
   free(t->root);
   pthread_rwlock_destroy(&t->lock);
   free(t);
@@ -1007,6 +1013,13 @@ static int sync_dir_of(const rmq_cq_table *t, const char *topic, rmq_err *err) {
   return rmq_mapped_file_sync_dir(dir, err);
 }
 
+/* Give back a count of directories taken for a sync that failed: the next pass syncs them. */
+static void untake_new_dirs(rmq_consume_queue *cq, int made) {
+  int now = atomic_load(&cq->new_dirs);
+  while (now < made && !atomic_compare_exchange_weak(&cq->new_dirs, &now, made)) {
+  }
+}
+
 /*
 ** The names of the queue and topic directories made since the last pass:
 ** each topic's directory once, and consumequeue/ once if a topic is new. What
@@ -1029,13 +1042,93 @@ static int sync_new_dirs(rmq_cq_table *t, rmq_consume_queue **all, int n, rmq_er
     }
   }
   if (rc == RMQ_OK && most > 1) rc = sync_dir_of(t, NULL, err);
-  for (int i = 0; rc != RMQ_OK && i < count; i++) {
-    int now = atomic_load(&taken[i].cq->new_dirs);
-    while (now < taken[i].made &&
-           !atomic_compare_exchange_weak(&taken[i].cq->new_dirs, &now, taken[i].made)) {
+  for (int i = 0; rc != RMQ_OK && i < count; i++) untake_new_dirs(taken[i].cq, taken[i].made);
+  free(taken);
+  return rc;
+}
+
+/*
+** With this many files or directories to sync, one syncfs of the file
+** system beats an msync or fsync of each (a journal commit and a disk flush
+** each): closing a store of 20,000 new queues would take seconds.
+*/
+#define BULK_FLUSH_QUEUES 16
+
+/* What one queue's part of a bulk flush took: its due file, and its names to sync. */
+typedef struct bulk_item {
+  rmq_consume_queue *cq;
+  rmq_mfq_flush_plan plan;
+  bool due, dir_unsynced;
+  int new_dirs;
+} bulk_item;
+
+static int sync_fd(rmq_cq_table *t, rmq_err *err) {
+  int fd = atomic_load(&t->sync_fd);
+  if (fd >= 0) return fd;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/consumequeue", t->root);
+  fd = rmq_io_open(dir, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0) return rmq_err_set(err, RMQ_EIO, "cannot open %s: %s", dir, strerror(errno)), -1;
+  int none = -1;
+  if (!atomic_compare_exchange_strong(&t->sync_fd, &none, fd)) {
+    close(fd);
+    fd = none;
+  }
+  return fd;
+}
+
+/* One syncfs for every due queue's file and every name made; undone on failure. */
+static int bulk_sync(rmq_cq_table *t, bulk_item *items, int n, bool *moved, rmq_err *err) {
+  int fd = sync_fd(t, err);
+  int rc = fd >= 0 && rmq_io_syncfs(fd) != 0
+               ? rmq_err_set(err, RMQ_EIO, "cannot sync the file system of %s/consumequeue: %s",
+                             t->root, strerror(errno))
+           : fd < 0 ? err->code
+                    : RMQ_OK;
+  for (int i = 0; i < n; i++) {
+    bulk_item *it = &items[i];
+    if (rc != RMQ_OK && it->dir_unsynced) atomic_store(&it->cq->mfq.dir_unsynced, true);
+    if (rc != RMQ_OK) untake_new_dirs(it->cq, it->new_dirs);
+    if (!it->due) continue;
+    if (rc == RMQ_OK) {
+      rmq_mfq_flushed_by_sync(&it->cq->mfq, &it->plan);
+      if (moved) *moved = true;
+    } else {
+      rmq_mapped_file_release(it->plan.mf);
     }
   }
-  free(taken);
+  return rc;
+}
+
+/*
+** When much is to sync: take each queue's due file and its unsynced names
+** (the flags first, so that what is made after them waits for the next
+** pass), sync the file system once, and mark them flushed.
+*/
+static int bulk_flush(rmq_cq_table *t, rmq_consume_queue **all, int n, int least_pages, bool *moved,
+                      rmq_err *err) {
+  bulk_item *items = malloc(sizeof *items * (size_t)(n > 0 ? n : 1));
+  if (!items) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int work = 0;
+  for (int i = 0; i < n; i++) {
+    bulk_item *it = &items[i];
+    it->cq = all[i];
+    it->dir_unsynced = atomic_exchange(&all[i]->mfq.dir_unsynced, false);
+    it->new_dirs = atomic_exchange(&all[i]->new_dirs, 0);
+    it->due = rmq_mfq_flush_due(&all[i]->mfq, least_pages, &it->plan);
+    work += it->due + it->dir_unsynced + (it->new_dirs > 0);
+  }
+  if (work < BULK_FLUSH_QUEUES) {
+    for (int i = 0; i < n; i++) {
+      if (items[i].dir_unsynced) atomic_store(&items[i].cq->mfq.dir_unsynced, true);
+      untake_new_dirs(items[i].cq, items[i].new_dirs);
+      if (items[i].due) rmq_mapped_file_release(items[i].plan.mf);
+    }
+    free(items);
+    return RMQ_OK;
+  }
+  int rc = bulk_sync(t, items, n, moved, err);
+  free(items);
   return rc;
 }
 
@@ -1043,6 +1136,8 @@ int rmq_cq_table_flush(rmq_cq_table *t, int least_pages, bool *moved, rmq_err *e
   rmq_consume_queue **all;
   int n;
   int rc = rmq_cq_table_snapshot(t, &all, &n, err);
+  if (rc == RMQ_OK && t->writable) rc = bulk_flush(t, all, n, least_pages, moved, err);
+  /* What the bulk pass left (a queue's second due file, or all when few were due). */
   for (int i = 0; rc == RMQ_OK && i < n; i++) {
     int64_t before = atomic_load(&all[i]->mfq.flushed_where);
     rc = rmq_cq_flush(all[i], least_pages, err);

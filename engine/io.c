@@ -97,6 +97,11 @@ int rmq_io_fsync(int fd) {
   return fdatasync(fd);
 }
 
+int rmq_io_syncfs(int fd) {
+  if (io_should_fail(RMQ_IO_SYNCFS)) return -1;
+  return syncfs(fd);
+}
+
 int rmq_io_msync(void *addr, size_t len) {
   if (io_should_fail(RMQ_IO_MSYNC)) return -1;
   return msync(addr, len, MS_SYNC);

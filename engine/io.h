@@ -1,7 +1,7 @@
 /*
 ** io.h: the engine's only door to the file system.
 **
-** Every open, pread, pwrite, fsync, msync, ftruncate, fallocate, mmap and unlink of
+** Every open, pread, pwrite, fsync, msync, syncfs, ftruncate, fallocate, mmap and unlink of
 ** the engine goes through these wrappers so that tests can make the Nth call
 ** of one kind fail (EIO, ENOSPC, a short write, a failed fsync) and check
 ** that the store reports it and refuses further writes. They behave like the
@@ -23,6 +23,7 @@ typedef enum rmq_io_op {
   RMQ_IO_UNLINK,
   RMQ_IO_FALLOCATE,
   RMQ_IO_PREAD,
+  RMQ_IO_SYNCFS,
   RMQ_IO_OP_COUNT
 } rmq_io_op;
 
@@ -34,6 +35,8 @@ ssize_t rmq_io_pread(int fd, void *buf, size_t len, off_t off);
 ssize_t rmq_io_pwrite(int fd, const void *buf, size_t len, off_t off);
 int rmq_io_fsync(int fd);
 int rmq_io_msync(void *addr, size_t len);
+/* syncfs(2): everything written to the file system that holds fd reaches the disk. */
+int rmq_io_syncfs(int fd);
 int rmq_io_ftruncate(int fd, off_t len);
 int rmq_io_fallocate(int fd, off_t off, off_t len);
 void *rmq_io_mmap(int fd, size_t len, int writable);

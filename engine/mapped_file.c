@@ -312,6 +312,20 @@ static bool able_to(int32_t done, int32_t target, int32_t file_size, int least_p
   return target > done;
 }
 
+bool rmq_mapped_file_flush_due(rmq_mapped_file *mf, int least_pages, int32_t *target) {
+  *target = rmq_mapped_file_read_position(mf);
+  return !mf->transient &&
+         able_to(atomic_load(&mf->flushed_position), *target, mf->file_size, least_pages);
+}
+
+void rmq_mapped_file_flushed_to(rmq_mapped_file *mf, int32_t target) {
+  pthread_mutex_lock(&mf->flush_mu);
+  if (target > atomic_load(&mf->flushed_position)) {
+    atomic_store_explicit(&mf->flushed_position, target, memory_order_release);
+  }
+  pthread_mutex_unlock(&mf->flush_mu);
+}
+
 int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int rc = RMQ_OK;
   pthread_mutex_lock(&mf->flush_mu);

@@ -191,6 +191,13 @@ void rmq_mapped_file_set_positions(rmq_mapped_file *mf, int32_t pos);
 ** leastPages == 0 and anything is unflushed. Returns RMQ_OK or RMQ_EIO.
 */
 int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err);
+/*
+** Whether rmq_mapped_file_flush would force anything now, and *target, the
+** position it would reach; for a file without a write buffer.
+*/
+bool rmq_mapped_file_flush_due(rmq_mapped_file *mf, int least_pages, int32_t *target);
+/* The bytes up to target reached the disk another way (a sync of the whole file system). */
+void rmq_mapped_file_flushed_to(rmq_mapped_file *mf, int32_t target);
 /* Copy [committed, wrote) of the write buffer into the file (pwrite), same page rule. */
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err);
 /*

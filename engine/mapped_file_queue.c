@@ -300,6 +300,22 @@ int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_somet
   return rc;
 }
 
+bool rmq_mfq_flush_due(rmq_mapped_file_queue *q, int least_pages, rmq_mfq_flush_plan *plan) {
+  plan->mf = mfq_at(q, atomic_load(&q->flushed_where));
+  if (plan->mf && rmq_mapped_file_flush_due(plan->mf, least_pages, &plan->target)) return true;
+  if (plan->mf) rmq_mapped_file_release(plan->mf);
+  return false;
+}
+
+void rmq_mfq_flushed_by_sync(rmq_mapped_file_queue *q, rmq_mfq_flush_plan *plan) {
+  pthread_mutex_lock(&q->flush_mu);
+  rmq_mapped_file_flushed_to(plan->mf, plan->target);
+  int64_t now_where = plan->mf->file_from_offset + plan->target;
+  if (now_where > atomic_load(&q->flushed_where)) atomic_store(&q->flushed_where, now_where);
+  pthread_mutex_unlock(&q->flush_mu);
+  rmq_mapped_file_release(plan->mf);
+}
+
 int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_something,
                    rmq_err *err) {
   *committed_something = false;

@@ -102,6 +102,18 @@ int64_t rmq_mfq_max_wrote(rmq_mapped_file_queue *q);
 ** advance flushed_where. *flushed_something tells whether it moved.
 */
 int rmq_mfq_flush(rmq_mapped_file_queue *q, int least_pages, bool *flushed_something, rmq_err *err);
+/*
+** A flush of the file that holds flushed_where done by a sync of the whole
+** file system: rmq_mfq_flush_due says whether one is due and holds the file
+** in *plan; after the sync, rmq_mfq_flushed_by_sync advances flushed_where
+** to the target taken before it, and lets the file go.
+*/
+typedef struct rmq_mfq_flush_plan {
+  rmq_mapped_file *mf;
+  int32_t target;
+} rmq_mfq_flush_plan;
+bool rmq_mfq_flush_due(rmq_mapped_file_queue *q, int least_pages, rmq_mfq_flush_plan *plan);
+void rmq_mfq_flushed_by_sync(rmq_mapped_file_queue *q, rmq_mfq_flush_plan *plan);
 int rmq_mfq_commit(rmq_mapped_file_queue *q, int least_pages, bool *committed_something,
                    rmq_err *err);
 

@@ -708,6 +708,53 @@ static void test_table_syncs_new_dirs(void) {
   rmq_cq_table_free(t);
 }
 
+/*
+** Many new queues are synced by one syncfs, not an msync and a directory
+** fsync each (which are made to fail here): a failed syncfs leaves every
+** queue to sync again, and the next pass marks each flushed to its end.
+*/
+static void test_table_bulk_flush(void) {
+  rmq_err err = {0};
+  rmq_cq_table *t = NULL;
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  rmq_consume_queue *q[40] = {0};
+  for (int i = 0; i < 40; i++) {
+    char topic[32];
+    snprintf(topic, sizeof topic, "Bulk%d", i / 4);
+    CHECK_EQ_INT(rmq_cq_table_find_or_create(t, topic, i % 4, &q[i], &err), RMQ_OK);
+    if (!q[i]) return;
+    put_range(q[i], 0, 3);
+  }
+  rmq_io_fault(RMQ_IO_SYNCFS, 1, EIO, -1);
+  bool moved = false;
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &moved, &err), RMQ_EIO);
+  CHECK(strstr(err.msg, "cannot sync the file system") != NULL);
+  CHECK(!moved);
+  CHECK_EQ_INT(atomic_load(&q[5]->new_dirs), 1);
+  CHECK(atomic_load(&q[5]->mfq.dir_unsynced));
+  CHECK_EQ_INT(atomic_load(&q[5]->mfq.flushed_where), 0);
+  rmq_err_clear(&err);
+  rmq_io_fault(RMQ_IO_MSYNC, 1, EIO, -1);
+  rmq_io_fault(RMQ_IO_FSYNC, 1, EIO, -1);
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &moved, &err), RMQ_OK);
+  rmq_io_fault(RMQ_IO_MSYNC, 0, 0, -1);
+  rmq_io_fault(RMQ_IO_FSYNC, 0, 0, -1);
+  CHECK(moved);
+  int left = 0;
+  for (int i = 0; i < 40; i++) {
+    left += atomic_load(&q[i]->new_dirs) + atomic_load(&q[i]->mfq.dir_unsynced) +
+            (atomic_load(&q[i]->mfq.flushed_where) != 3 * RMQ_CQ_UNIT_SIZE);
+  }
+  CHECK_EQ_INT(left, 0);
+  /* Nothing due now: a pass syncs nothing. */
+  rmq_io_fault(RMQ_IO_SYNCFS, 1, EIO, -1);
+  moved = false;
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, &moved, &err), RMQ_OK);
+  CHECK(!moved);
+  rmq_io_fault(RMQ_IO_SYNCFS, 0, 0, -1);
+  rmq_cq_table_free(t);
+}
+
 /* A reader takes the segment size off the files, whatever entries_per_file says. */
 static void test_readonly_size(void) {
   rmq_consume_queue *cq = open_cq("TopicRo", 0, true);
@@ -907,6 +954,7 @@ int main(void) {
   test_io_faults();
   test_dirs_synced_by_flush();
   test_table_syncs_new_dirs();
+  test_table_bulk_flush();
   test_readonly_size();
   test_recover_offset_overflow();
   test_follow();
