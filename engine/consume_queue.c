@@ -905,11 +905,6 @@ static bool parse_queue_id(const char *name, int32_t *queue_id) {
   return true;
 }
 
-static bool is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* Open every queue directory of one topic directory. */
 static int load_topic(rmq_cq_table *t, const char *topic_dir, const char *topic, rmq_err *err) {
   DIR *d = opendir(topic_dir);
@@ -923,7 +918,7 @@ static int load_topic(rmq_cq_table *t, const char *topic_dir, const char *topic,
     int32_t queue_id;
     if (!parse_queue_id(e->d_name, &queue_id)) continue;
     if (snprintf(path, sizeof path, "%s/%s", topic_dir, e->d_name) >= (int)sizeof path ||
-        !is_dir(path)) {
+        !rmq_dirent_is_dir(path, e->d_type)) {
       continue;
     }
     rmq_consume_queue *cq;
@@ -949,7 +944,7 @@ int rmq_cq_table_load(rmq_cq_table *t, rmq_err *err) {
     char path[PATH_MAX];
     if (!rmq_topic_valid(e->d_name, strlen(e->d_name))) continue;
     if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) continue;
-    if (is_dir(path)) rc = load_topic(t, path, e->d_name, err);
+    if (rmq_dirent_is_dir(path, e->d_type)) rc = load_topic(t, path, e->d_name, err);
   }
   closedir(d);
   return rc;

@@ -3,6 +3,7 @@
 */
 #include "mapped_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -36,6 +37,21 @@ int rmq_mapped_file_sync_dir(const char *dir, rmq_err *err) {
   return rmq_err_set(err, RMQ_EIO, "cannot sync directory %s: %s", dir, strerror(errno));
 }
 
+const char *rmq_file_type(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+                       : "not a regular file";
+}
+
+bool rmq_dirent_is_dir(const char *path, unsigned char d_type) {
+  struct stat st;
+  if (d_type != DT_UNKNOWN && d_type != DT_LNK) return d_type == DT_DIR;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_mf_create create,
                          bool writable, rmq_mapped_file **out, rmq_err *err) {
   *out = NULL;
@@ -49,6 +65,11 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_
   if (fstat(fd, &st) != 0) {
     close(fd);
     return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", path, strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return rmq_err_set(err, RMQ_ECORRUPT, "%s is %s, not a regular file", path,
+                       rmq_file_type(st.st_mode));
   }
   /* An empty file is a creation cut short by a crash: it becomes an empty segment. */
   if (st.st_size == 0 && writable && rmq_io_ftruncate(fd, file_size) != 0) {

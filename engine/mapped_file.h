@@ -78,10 +78,16 @@ typedef enum rmq_mf_create {
   RMQ_MF_CREATE_UNSYNCED, /* created; the caller syncs the directory later */
 } rmq_mf_create;
 
+/* What a file that is not a regular one is, for errors: "a FIFO", "a directory", ... */
+const char *rmq_file_type(mode_t m);
+/* Whether a directory entry at path with type d_type (readdir's) is a directory, or leads to one. */
+bool rmq_dirent_is_dir(const char *path, unsigned char d_type);
+
 /*
 ** Open the segment at path, whose first byte is global offset from. With
 ** create, a missing file is created at file_size bytes (sparse); an existing
-** file must be exactly file_size bytes, else RMQ_ECORRUPT naming both sizes.
+** file must be a regular file (else RMQ_ECORRUPT naming its type) of exactly
+** file_size bytes, else RMQ_ECORRUPT naming both sizes.
 ** Positions start at 0; the caller sets them (load marks files full).
 */
 int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_mf_create create,

@@ -383,21 +383,12 @@ void rmq_store_drop_inherited_lock(rmq_store *s) {
 
 /* ------------------------------------------------------------ file types */
 
-static const char *file_type(mode_t m) {
-  return S_ISFIFO(m)   ? "a FIFO"
-         : S_ISDIR(m)  ? "a directory"
-         : S_ISSOCK(m) ? "a socket"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-                       : "not a regular file";
-}
-
 /* A file the store opens is regular or missing: opening a FIFO would block. */
 static int check_regular(const char *path, rmq_err *err) {
   struct stat st;
   if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return RMQ_OK;
   return rmq_err_set(err, RMQ_ECORRUPT, "%s is %s, not a regular file", path,
-                     file_type(st.st_mode));
+                     rmq_file_type(st.st_mode));
 }
 
 static bool all_digits(const char *name) {
@@ -408,7 +399,8 @@ static bool all_digits(const char *name) {
 
 /*
 ** The segments under dir (named by digits) are regular files; depth levels of directories
-** lead to them (consumequeue/<topic>/<queue id>/).
+** lead to them (consumequeue/<topic>/<queue id>/). The entries' types come
+** from the listing: a stat of each would slow the open of many queues.
 */
 static int check_segments(const char *dir, int depth, rmq_err *err) {
   DIR *d = opendir(dir);
@@ -417,13 +409,12 @@ static int check_segments(const char *dir, int depth, rmq_err *err) {
   struct dirent *e;
   while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
     char path[PATH_MAX];
-    struct stat st;
     if (e->d_name[0] == '.' || snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= PATH_MAX) {
       continue;
     }
     if (depth == 0 && all_digits(e->d_name)) {
-      rc = check_regular(path, err);
-    } else if (depth > 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (e->d_type != DT_REG) rc = check_regular(path, err);
+    } else if (depth > 0 && rmq_dirent_is_dir(path, e->d_type)) {
       rc = check_segments(path, depth - 1, err);
     }
   }
@@ -443,7 +434,9 @@ static int check_file_types(rmq_store *s, rmq_err *err) {
     store_path(s, files[i], path, sizeof path);
     rc = check_regular(path, err);
   }
-  for (size_t i = 0; rc == RMQ_OK && i < sizeof dirs / sizeof *dirs; i++) {
+  /* A writable open loads every queue, and rmq_mapped_file_open checks each file then. */
+  size_t walked = s->cfg.readonly ? sizeof dirs / sizeof *dirs : 2;
+  for (size_t i = 0; rc == RMQ_OK && i < walked; i++) {
     store_path(s, dirs[i].name, path, sizeof path);
     rc = check_segments(path, dirs[i].depth, err);
   }
