@@ -639,7 +639,8 @@ static void test_reconnect(void) {
     usleep(10000);
   }
   CHECK(strcmp(r.state, "connected") != 0);
-  CHECK(strstr(r.last_error, "closed") != NULL);
+  /* It saw the connection close, or (a slow poll here) already failed to connect again. */
+  CHECK(strstr(r.last_error, "closed") != NULL || strstr(r.last_error, "cannot connect") != NULL);
   m = open_master(md, RMQ_ROLE_MASTER, address);
   if (m) CHECK_EQ_INT(put_range(m, 200, 400), 0);
   CHECK(m && s && wait_offset(s, max_offset(m), 10000));
