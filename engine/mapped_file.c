@@ -52,6 +52,37 @@ bool rmq_dirent_is_dir(const char *path, unsigned char d_type) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* How many mappings this process has (lines of /proc/self/maps), or -1. */
+static long mapping_count(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  long n = 0;
+  for (int c; (c = getc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+static long max_map_count(void) {
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+  long n = -1;
+  if (f && fscanf(f, "%ld", &n) != 1) n = -1;
+  if (f) fclose(f);
+  return n;
+}
+
+int rmq_map_failed(rmq_err *err, const char *path, int e) {
+  long have = e == ENOMEM ? mapping_count() : -1, max = have >= 0 ? max_map_count() : -1;
+  /* A store maps each consume-queue file: tens of thousands of queues reach the kernel's limit. */
+  if (max > 0 && have >= max - 16) {
+    return rmq_err_set(err, RMQ_EIO,
+                       "cannot map %s: this process has %ld mappings, the most vm.max_map_count "
+                       "(%ld) allows, and a store maps each consume-queue file: raise it (sysctl "
+                       "-w vm.max_map_count=655360, as RocketMQ's os.sh does)",
+                       path, have, max);
+  }
+  return rmq_err_set(err, RMQ_EIO, "cannot map %s: %s", path, strerror(e));
+}
+
 int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_mf_create create,
                          bool writable, rmq_mapped_file **out, rmq_err *err) {
   *out = NULL;
@@ -92,7 +123,7 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_
   if (map == MAP_FAILED) {
     int e = errno;
     close(fd);
-    return rmq_err_set(err, RMQ_EIO, "cannot map %s: %s", path, strerror(e));
+    return rmq_map_failed(err, path, e);
   }
   rmq_mapped_file *mf = calloc(1, sizeof *mf);
   char *p = strdup(path);

@@ -84,6 +84,12 @@ const char *rmq_file_type(mode_t m);
 bool rmq_dirent_is_dir(const char *path, unsigned char d_type);
 
 /*
+** A failed mmap of path (errno e) as RMQ_EIO; when the process holds as many
+** mappings as vm.max_map_count allows, the error says so and how to raise it.
+*/
+int rmq_map_failed(rmq_err *err, const char *path, int e);
+
+/*
 ** Open the segment at path, whose first byte is global offset from. With
 ** create, a missing file is created at file_size bytes (sparse); an existing
 ** file must be a regular file (else RMQ_ECORRUPT naming its type) of exactly

@@ -29,6 +29,7 @@
 #include "config_manager.h"
 #include "service_thread.h"
 #include "store.h"
+#include "topic_queue_table.h"
 
 #define PERM_READ_WRITE 6 /* PermName.PERM_READ | PERM_WRITE */
 #define PERM_WRITE 2
@@ -39,16 +40,16 @@ struct rmq_topic_config_manager {
   pthread_mutex_t mu; /* the table: the service and rmq_tcm_sync's callers */
   rmq_topic_config *topics;
   int n, cap;
+  rmq_topic_queue_table *places; /* topic (queue id 0) -> its index in topics, plus one */
   int64_t counter;
   bool dirty;
   char path[PATH_MAX];
 };
 
+/* Hashed: the sync looks up every queue's topic each second (tens of thousands). */
 static rmq_topic_config *find(rmq_topic_config_manager *m, const char *topic) {
-  for (int i = 0; i < m->n; i++) {
-    if (strcmp(m->topics[i].topic, topic) == 0) return &m->topics[i];
-  }
-  return NULL;
+  rmq_tqt_entry *e = rmq_tqt_find(m->places, topic, strlen(topic), 0);
+  return e ? &m->topics[e->next_offset - 1] : NULL;
 }
 
 static rmq_topic_config *add(rmq_topic_config_manager *m, const rmq_topic_config *t) {
@@ -59,8 +60,11 @@ static rmq_topic_config *add(rmq_topic_config_manager *m, const rmq_topic_config
     m->topics = grown;
     m->cap = cap;
   }
+  rmq_tqt_entry *e = rmq_tqt_get(m->places, t->topic, strlen(t->topic), 0);
+  if (!e) return NULL;
   m->topics[m->n] = *t;
-  return &m->topics[m->n++];
+  e->next_offset = ++m->n;
+  return &m->topics[m->n - 1];
 }
 
 static int load_topic(void *ctx, const rmq_topic_config *t) {
@@ -172,6 +176,10 @@ int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager *
   *out = NULL;
   report[0] = '\0';
   rmq_topic_config_manager *m = calloc(1, sizeof *m);
+  if (m && !(m->places = rmq_tqt_new())) {
+    free(m);
+    m = NULL;
+  }
   if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   m->store = s;
   pthread_mutex_init(&m->mu, NULL);
@@ -185,6 +193,7 @@ int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager *
   if (rc == RMQ_OK) rc = note_schedule_topic(m, err);
   if (rc != RMQ_OK) {
     pthread_mutex_destroy(&m->mu);
+    rmq_tqt_free(m->places);
     free(m->topics);
     free(m);
     return rc;
@@ -246,6 +255,7 @@ void rmq_tcm_free(rmq_topic_config_manager *m) {
   rmq_err err = {0};
   rmq_tcm_sync(m, &err);
   pthread_mutex_destroy(&m->mu);
+  rmq_tqt_free(m->places);
   free(m->topics);
   free(m);
 }

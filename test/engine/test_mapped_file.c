@@ -6,13 +6,14 @@
 ** mapped and on disk while held, goes at the last release, and a reader that
 ** holds it past the grace period finds it revoked (zeros, never SIGBUS).
 ** A queue makes no segment outside offsets 0 to RMQ_MAX_LOG_OFFSET, and
-** takes none named so.
+** takes none named so. A process at vm.max_map_count is told so.
 */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -306,6 +307,52 @@ static void test_segment_name_past_bound(const char *dir) {
   }
 }
 
+/*
+** A process at vm.max_map_count (a store of tens of thousands of queues maps
+** each one's file) gets an error that names the limit and how to raise it.
+** Not under a sanitizer: its runtime maps memory of its own at any time.
+*/
+static void test_map_count_limit(const char *dir) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)dir;
+#else
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+  long max = 0;
+  CHECK(f && fscanf(f, "%ld", &max) == 1);
+  if (f) fclose(f);
+  char path[128];
+  snprintf(path, sizeof path, "%s/00000000000000000000", dir);
+  rmq_mapped_file *mf = NULL;
+  rmq_err err = {0};
+  /* Every other page of one region made readable: each its own mapping, until the kernel refuses. */
+  size_t pages = (size_t)max + 64, page = 4096;
+  char *region = mmap(NULL, pages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(region != MAP_FAILED);
+  if (region == MAP_FAILED) return;
+  size_t i = 1;
+  while (i < pages && mprotect(region + i * page, page, PROT_READ) == 0) i += 2;
+  CHECK(i < pages);
+  /* A split takes two; a new mapping may take the last one or two (mmap checks count > max). */
+  void *extra[4];
+  int n = 0;
+  while (n < 4 && (extra[n] = mmap(NULL, page, n % 2 ? PROT_READ : PROT_NONE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) != MAP_FAILED) {
+    n++;
+  }
+  CHECK(n < 4);
+  int rc = rmq_mapped_file_open(path, 0, 4096, RMQ_MF_CREATE, true, &mf, &err);
+  munmap(region, pages * page);
+  while (n > 0) munmap(extra[--n], page);
+  CHECK_EQ_INT(rc, RMQ_EIO);
+  CHECK(strstr(err.msg, "the most vm.max_map_count") != NULL);
+  CHECK(strstr(err.msg, "sysctl -w vm.max_map_count=655360") != NULL);
+  if (mf) rmq_mapped_file_shutdown(mf, false);
+  /* Below the limit again, the same file maps. */
+  CHECK_EQ_INT(rmq_mapped_file_open(path, 0, 4096, RMQ_MF_CREATE, true, &mf, &err), RMQ_OK);
+  if (mf) rmq_mapped_file_shutdown(mf, false);
+#endif
+}
+
 int main(void) {
   char dir[64];
   void (*tests[])(const char *) = {
@@ -314,7 +361,7 @@ int main(void) {
       test_zero_failure_is_reported,      test_prefill_stops_at_failure,
       test_deleted_file_waits_for_reader, test_unread_file_goes_at_once,
       test_reader_past_grace_is_revoked,  test_segment_bounds,
-      test_segment_name_past_bound};
+      test_segment_name_past_bound,       test_map_count_limit};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     tu_tmpdir(dir, sizeof dir);
     tests[i](dir);
