@@ -45,6 +45,70 @@ static bool entry_pre_blank(const rmq_cq_entry *e) {
   return e->phy_offset == 0 && e->size == RMQ_CQ_PRE_BLANK_SIZE && e->tags_code == 0;
 }
 
+/*
+** Reads that walk a writable queue's entries (recovery, the open's checks,
+** the min offset) go through pread, not the mapping: a mapping never touched
+** costs no page-table page, no fault, and nothing to tear down at close, and
+** a store of tens of thousands of queues paid all three for each. Only this
+** process writes a writable queue, so pread sees whole entries below its
+** positions. A read-only queue, which another process may be writing, is read
+** through the mapping (entries published size last), as is any chunk that
+** pread cannot read.
+*/
+/*
+** Chunks of whole entries, from a page's worth (a queue of few entries
+** reads no hole) doubling up to 64 KiB.
+*/
+#define SCAN_FIRST (204 * UNIT)
+#define SCAN_CHUNK (3276 * UNIT)
+
+typedef struct entry_scan {
+  bool by_pread;
+  rmq_mapped_file *mf; /* the file the chunk is of */
+  int fd;
+  int32_t from, to; /* the chunk holds [from, to) of mf */
+  int32_t next;     /* the next chunk's length */
+  uint8_t *chunk;
+} entry_scan;
+
+static void scan_start(entry_scan *sc, const rmq_consume_queue *cq) {
+  *sc = (entry_scan){.by_pread = cq->writable, .fd = -1, .next = SCAN_FIRST};
+}
+
+static void scan_stop(entry_scan *sc) {
+  if (sc->fd >= 0) close(sc->fd);
+  free(sc->chunk);
+  *sc = (entry_scan){.fd = -1};
+}
+
+/* Read the chunk of mf from pos; false: read this entry through the mapping. */
+static bool scan_fill(entry_scan *sc, rmq_mapped_file *mf, int32_t pos) {
+  if (sc->mf != mf) {
+    if (sc->fd >= 0) close(sc->fd);
+    sc->fd = open(mf->path, O_RDONLY | O_CLOEXEC);
+    sc->mf = mf;
+    sc->from = sc->to = 0;
+  }
+  if (sc->fd < 0 || (!sc->chunk && !(sc->chunk = malloc(SCAN_CHUNK)))) return false;
+  int32_t want = mf->file_size - pos < sc->next ? mf->file_size - pos : sc->next;
+  if (sc->next < SCAN_CHUNK / 2) sc->next *= 2;
+  ssize_t got = pread(sc->fd, sc->chunk, (size_t)want, pos);
+  if (got < UNIT) return false;
+  sc->from = pos;
+  sc->to = pos + (int32_t)got - (int32_t)got % UNIT;
+  return true;
+}
+
+/* The entry at byte pos of mf. */
+static void scan_entry(entry_scan *sc, rmq_mapped_file *mf, int32_t pos, rmq_cq_entry *e) {
+  bool held = sc->by_pread && sc->mf == mf && pos >= sc->from && pos + UNIT <= sc->to;
+  if (held || (sc->by_pread && scan_fill(sc, mf, pos))) {
+    entry_read(sc->chunk + (pos - sc->from), e);
+  } else {
+    entry_read(mf->mapped + pos, e);
+  }
+}
+
 /* ------------------------------------------------------------ open, close */
 
 /*
@@ -277,13 +341,16 @@ static void set_flushed_where(rmq_consume_queue *cq, int64_t where) {
 
 /* Entries of mf that are valid from position 0; sets max_physic_offset. */
 static int32_t scan_valid(rmq_consume_queue *cq, rmq_mapped_file *mf) {
+  entry_scan sc;
+  scan_start(&sc, cq);
   int32_t pos = 0;
   for (; pos + UNIT <= cq->file_size; pos += UNIT) {
     rmq_cq_entry e;
-    entry_read(mf->mapped + pos, &e);
+    scan_entry(&sc, mf, pos, &e);
     if (!entry_valid(&e)) break;
     if (!entry_pre_blank(&e)) atomic_store(&cq->max_physic_offset, e.phy_offset + e.size);
   }
+  scan_stop(&sc);
   return pos;
 }
 
@@ -322,15 +389,21 @@ void rmq_cq_recover(rmq_consume_queue *cq) {
 */
 static int32_t truncate_scan(rmq_consume_queue *cq, rmq_mapped_file *mf, int64_t phy_offset) {
   int32_t kept = 0, wrote = rmq_mapped_file_wrote(mf);
+  entry_scan sc;
+  scan_start(&sc, cq);
   /* Cutting never lengthens: a queue marked damaged keeps its early end. */
   for (int32_t pos = 0; pos + UNIT <= wrote; pos += UNIT) {
     rmq_cq_entry e;
-    entry_read(mf->mapped + pos, &e);
-    if (pos == 0 && e.phy_offset >= phy_offset) return -1;
+    scan_entry(&sc, mf, pos, &e);
+    if (pos == 0 && e.phy_offset >= phy_offset) {
+      kept = -1;
+      break;
+    }
     if (!entry_valid(&e) || e.phy_offset >= phy_offset) break;
     kept = pos + UNIT;
     atomic_store(&cq->max_physic_offset, e.phy_offset + e.size);
   }
+  scan_stop(&sc);
   return kept;
 }
 
@@ -354,11 +427,11 @@ void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset) {
 }
 
 /* The first entry of mf at >= phy_min_offset, as a byte offset of the queue; -1 if none. */
-static int64_t first_entry_from(rmq_mapped_file *mf, int64_t phy_min_offset) {
+static int64_t first_entry_from(entry_scan *sc, rmq_mapped_file *mf, int64_t phy_min_offset) {
   int32_t readable = rmq_mapped_file_read_position(mf);
   for (int32_t pos = 0; pos + UNIT <= readable; pos += UNIT) {
     rmq_cq_entry e;
-    entry_read(mf->mapped + pos, &e);
+    scan_entry(sc, mf, pos, &e);
     /* A filler entry is never a message to start from (RocketMQ may take one). */
     if (e.phy_offset >= phy_min_offset && !entry_pre_blank(&e)) return mf->file_from_offset + pos;
   }
@@ -371,12 +444,15 @@ static int64_t first_entry_from(rmq_mapped_file *mf, int64_t phy_min_offset) {
 */
 void rmq_cq_correct_min_offset(rmq_consume_queue *cq, int64_t phy_min_offset) {
   int64_t found = -1;
+  entry_scan sc;
+  scan_start(&sc, cq);
   for (int i = 0; found < 0; i++) {
     rmq_mapped_file *mf = rmq_mfq_get(&cq->mfq, i);
     if (mf == NULL) break;
-    found = first_entry_from(mf, phy_min_offset);
+    found = first_entry_from(&sc, mf, phy_min_offset);
     rmq_mapped_file_release(mf);
   }
+  scan_stop(&sc);
   if (found >= 0) atomic_store(&cq->min_logic_offset, found);
 }
 
@@ -397,7 +473,8 @@ int64_t rmq_cq_max_physic_offset(rmq_consume_queue *cq) {
 ** below the read position. *mf is the segment to use (found when NULL or
 ** when it does not cover n; the caller releases it).
 */
-static bool read_at(rmq_consume_queue *cq, rmq_mapped_file **mf, int64_t n, rmq_cq_entry *out) {
+static bool read_entry(rmq_consume_queue *cq, rmq_mapped_file **mf, int64_t n, entry_scan *sc,
+                       rmq_cq_entry *out) {
   if (n < 0 || n > INT64_MAX / UNIT) return false;
   int64_t pos = n * UNIT;
   if (*mf && (pos < (*mf)->file_from_offset || pos >= (*mf)->file_from_offset + cq->file_size)) {
@@ -407,12 +484,20 @@ static bool read_at(rmq_consume_queue *cq, rmq_mapped_file **mf, int64_t n, rmq_
   if (*mf == NULL && (*mf = rmq_mfq_find(&cq->mfq, pos)) == NULL) return false;
   int32_t rel = (int32_t)(pos - (*mf)->file_from_offset);
   if (rel + UNIT > rmq_mapped_file_read_position(*mf)) return false;
-  entry_read((*mf)->mapped + rel, out);
+  if (sc) {
+    scan_entry(sc, *mf, rel, out);
+  } else {
+    entry_read((*mf)->mapped + rel, out);
+  }
   if (!rmq_mapped_file_revoked(*mf)) return true;
   /* Deleted by expiry while this reader held it: those zeros are no entry. */
   rmq_mapped_file_release(*mf);
   *mf = NULL;
   return false;
+}
+
+static bool read_at(rmq_consume_queue *cq, rmq_mapped_file **mf, int64_t n, rmq_cq_entry *out) {
+  return read_entry(cq, mf, n, NULL, out);
 }
 
 int rmq_cq_get(rmq_consume_queue *cq, int64_t n, rmq_cq_entry *out, rmq_err *err) {
@@ -469,12 +554,17 @@ void rmq_cq_iter_stop(rmq_cq_iter *it) {
 ** that breaks this (an entry out of order is counted from the one before
 ** it, as either may be the damaged one), or -1.
 */
-int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap) {
+int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap,
+                     rmq_cq_entry *last) {
   rmq_mapped_file *mf = NULL;
   int64_t prev_end = -1, end = rmq_cq_max_offset(cq), bad = -1;
+  entry_scan sc;
+  scan_start(&sc, cq);
+  last->size = 0;
   for (int64_t n = oldest_offset(cq); n < end && bad < 0; n++) {
     rmq_cq_entry e;
-    if (!read_at(cq, &mf, n, &e)) break;
+    if (!read_entry(cq, &mf, n, &sc, &e)) break;
+    if (n == end - 1) *last = e;
     if (!entry_valid(&e) || entry_pre_blank(&e) || e.size > seg ||
         e.phy_offset / seg != (e.phy_offset + e.size - 1) / seg) {
       snprintf(why, cap, "entry %lld is no entry: offset %lld, size %d", (long long)n,
@@ -487,6 +577,7 @@ int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap) 
     }
     prev_end = e.phy_offset + e.size;
   }
+  scan_stop(&sc);
   if (mf) rmq_mapped_file_release(mf);
   return bad;
 }

@@ -109,9 +109,10 @@ void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset);
 ** first entry of [oldest, max) that is no entry (invalid, a filler, a
 ** record crossing a segment of seg bytes) or is not after the entry before
 ** it (a duplicate, an entry out of order: then the one before it); why
-** says what (cap bytes). -1 when sound. Reads every entry once.
+** says what (cap bytes). -1 when sound. Reads every entry once; *last is
+** the entry at max - 1 when it read that far (else its size is 0).
 */
-int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap);
+int64_t rmq_cq_check(rmq_consume_queue *cq, int64_t seg, char *why, size_t cap, rmq_cq_entry *last);
 /*
 ** A reader's damaged queue: its end moves to entry n (the sound entries
 ** stay readable) and rmq_cq_damage then says why, naming the queue's

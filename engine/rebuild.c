@@ -62,13 +62,12 @@ void rmq_rebuild_index_end(rmq_rebuild *r, int64_t end) {
   redispatch(r, from);
 }
 
-/* Does the queue's last entry lead to the record it should? */
-static bool last_entry_sound(rmq_rebuild *r, rmq_consume_queue *cq, int64_t *n, char *why,
-                             size_t cap) {
+/* Does the queue's last entry (e, as rmq_cq_check read it) lead to the record it should? */
+static bool last_entry_sound(rmq_rebuild *r, rmq_consume_queue *cq, rmq_cq_entry e, int64_t *n,
+                             char *why, size_t cap) {
   *n = rmq_cq_max_offset(cq) - 1;
-  rmq_cq_entry e;
   rmq_err err = {0};
-  if (*n < rmq_cq_min_offset(cq) || rmq_cq_get(cq, *n, &e, &err) != RMQ_OK) return true;
+  if (e.size == 0) return true;                                    /* no entry to check */
   if (e.phy_offset < rmq_commitlog_min_offset(r->cl)) return true; /* expired */
   rmq_commitlog_ref ref;
   rmq_message m;
@@ -111,8 +110,9 @@ int rmq_rebuild_queues(rmq_rebuild *r, rmq_err *err) {
   int64_t seg = r->cl->mfq.file_size;
   for (int i = 0; rc == RMQ_OK && i < count; i++) {
     char why[300];
-    int64_t n = rmq_cq_check(all[i], seg, why, sizeof why);
-    if (n >= 0 || !last_entry_sound(r, all[i], &n, why, sizeof why)) {
+    rmq_cq_entry last;
+    int64_t n = rmq_cq_check(all[i], seg, why, sizeof why, &last);
+    if (n >= 0 || !last_entry_sound(r, all[i], last, &n, why, sizeof why)) {
       rc = queue_damaged(r, all[i], n, why, err);
     }
   }

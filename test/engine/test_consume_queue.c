@@ -803,23 +803,27 @@ static void poke_entry(rmq_consume_queue *cq, int64_t n, int64_t phy, int32_t si
 /* rmq_cq_check finds the first entry out of place; a reader's queue ends there, a writer's goes aside. */
 static void test_check_damage(void) {
   char why[300];
+  rmq_cq_entry last;
   rmq_consume_queue *cq = open_cq("TopicX", 0, true);
   put_range(cq, 0, 12);
-  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), -1);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why, &last), -1);
+  /* The last entry as it read it (through pread: a writable queue's mapping is not touched). */
+  CHECK_EQ_INT(last.phy_offset, 1100);
+  CHECK_EQ_INT(last.size, 61);
   poke_entry(cq, 7, 600, 56); /* entry 6 again: a duplicate, counted from entry 6 */
-  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), 6);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why, &last), 6);
   CHECK(strstr(why, "entry 7 leads to 600, before the end 656 of entry 6") != NULL);
   poke_entry(cq, 7, 700, 0); /* no entry */
-  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), 7);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why, &last), 7);
   CHECK(strstr(why, "entry 7 is no entry: offset 700, size 0") != NULL);
   poke_entry(cq, 7, 1000, 57); /* crosses a 1024-byte segment of the log */
-  CHECK_EQ_INT(rmq_cq_check(cq, 1024, why, sizeof why), 7);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1024, why, sizeof why, &last), 7);
   poke_entry(cq, 7, 700, 57);
-  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), -1);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why, &last), -1);
 
   /* A writer: the segment holding entry 7 and the later ones go into damaged_dir. */
   poke_entry(cq, 7, 0, RMQ_CQ_PRE_BLANK_SIZE); /* a filler inside the queue */
-  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), 7);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why, &last), 7);
   char damaged[256];
   snprintf(damaged, sizeof damaged, "%s/damaged-test", root);
   mkdir(damaged, 0755);
@@ -834,7 +838,7 @@ static void test_check_damage(void) {
   CHECK(!exists("%s/consumequeue/%s/0/00000000000000000100", "TopicX"));
   put_range(cq, 5, 12); /* dispatch writes them again */
   check_entries(cq, 0, 12);
-  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why), -1);
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 20, why, sizeof why, &last), -1);
   rmq_cq_close(cq);
 
   /* A reader: the queue ends at the damage, which rmq_cq_damage names. */
@@ -845,7 +849,7 @@ static void test_check_damage(void) {
   cq = open_cq("TopicX", 0, false);
   rmq_cq_recover(cq);
   CHECK(rmq_cq_damage(cq) == NULL);
-  int64_t bad = rmq_cq_check(cq, 1 << 20, why, sizeof why);
+  int64_t bad = rmq_cq_check(cq, 1 << 20, why, sizeof why, &last);
   CHECK_EQ_INT(bad, 8);
   CHECK_EQ_INT(rmq_cq_mark_damaged(cq, bad, why, &err), RMQ_OK);
   CHECK_EQ_INT(rmq_cq_max_offset(cq), 8);
