@@ -53,18 +53,16 @@ static bool entry_pre_blank(const rmq_cq_entry *e) {
 ** process writes a writable queue, so pread sees whole entries below its
 ** positions. A read-only queue, which another process may be writing, is read
 ** through the mapping (entries published size last), as is any chunk that
-** pread cannot read.
-*/
-/*
-** Chunks of whole entries, from a page's worth (a queue of few entries
-** reads no hole) doubling up to 64 KiB.
+** pread cannot read. Chunks hold whole entries, from a page's worth (a queue
+** of few entries reads no hole) doubling up to 64 KiB.
 */
 #define SCAN_FIRST (204 * UNIT)
 #define SCAN_CHUNK (3276 * UNIT)
 
 typedef struct entry_scan {
   bool by_pread;
-  rmq_mapped_file *mf; /* the file the chunk is of */
+  rmq_mapped_file *mf; /* the file the chunk is of, and its start */
+  int64_t file_from;
   int fd;
   int32_t from, to; /* the chunk holds [from, to) of mf */
   int32_t next;     /* the next chunk's length */
@@ -81,12 +79,18 @@ static void scan_stop(entry_scan *sc) {
   *sc = (entry_scan){.fd = -1};
 }
 
+/* Is the chunk of mf? (Another file may take the address of one released.) */
+static bool scan_of(const entry_scan *sc, const rmq_mapped_file *mf) {
+  return sc->mf == mf && sc->file_from == mf->file_from_offset;
+}
+
 /* Read the chunk of mf from pos; false: read this entry through the mapping. */
 static bool scan_fill(entry_scan *sc, rmq_mapped_file *mf, int32_t pos) {
-  if (sc->mf != mf) {
+  if (!scan_of(sc, mf)) {
     if (sc->fd >= 0) close(sc->fd);
     sc->fd = open(mf->path, O_RDONLY | O_CLOEXEC);
     sc->mf = mf;
+    sc->file_from = mf->file_from_offset;
     sc->from = sc->to = 0;
   }
   if (sc->fd < 0 || (!sc->chunk && !(sc->chunk = malloc(SCAN_CHUNK)))) return false;
@@ -101,7 +105,7 @@ static bool scan_fill(entry_scan *sc, rmq_mapped_file *mf, int32_t pos) {
 
 /* The entry at byte pos of mf. */
 static void scan_entry(entry_scan *sc, rmq_mapped_file *mf, int32_t pos, rmq_cq_entry *e) {
-  bool held = sc->by_pread && sc->mf == mf && pos >= sc->from && pos + UNIT <= sc->to;
+  bool held = sc->by_pread && scan_of(sc, mf) && pos >= sc->from && pos + UNIT <= sc->to;
   if (held || (sc->by_pread && scan_fill(sc, mf, pos))) {
     entry_read(sc->chunk + (pos - sc->from), e);
   } else {
