@@ -109,8 +109,32 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
   return rc;
 }
 
+/* The write window's bytes. */
+#define WINDOW_SIZE (1 << 20)
+
+int rmq_commitlog_use_window(rmq_commitlog *cl, rmq_err *err) {
+  cl->window = malloc(WINDOW_SIZE);
+  return cl->window ? RMQ_OK : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+}
+
+bool rmq_commitlog_buffered(rmq_commitlog *cl) { return cl->mfq.pool || cl->window; }
+
+/* The window's segment commits it and lets go (transient: written by pwrite from now on). */
+static int window_let_go(rmq_commitlog *cl, bool transient, rmq_err *err) {
+  rmq_mapped_file *mf = cl->window_mf;
+  if (!mf) return RMQ_OK;
+  int rc = rmq_mapped_file_window_detach(mf, transient, err);
+  if (rc != RMQ_OK) return rc;
+  cl->window_mf = NULL;
+  rmq_mapped_file_release(mf);
+  return RMQ_OK;
+}
+
 void rmq_commitlog_destroy(rmq_commitlog *cl) {
   if (!cl->tqt) return;
+  rmq_err ignored = {0};
+  window_let_go(cl, true, &ignored);
+  free(cl->window);
   rmq_mfq_destroy(&cl->mfq);
   rmq_tqt_free(cl->tqt);
   pthread_mutex_destroy(&cl->put_mutex);
@@ -189,10 +213,13 @@ int rmq_commitlog_seed_queue_offsets(rmq_topic_queue_table *tqt, const uint8_t *
                   : rmq_err_set(err, RMQ_ECORRUPT, "the owner's queue offsets are not whole");
 }
 
-void rmq_commitlog_let_others_append(rmq_commitlog *cl) {
+int rmq_commitlog_let_others_append(rmq_commitlog *cl, rmq_err *err) {
   local_lock(cl);
-  atomic_store(&cl->shared.log->direct_writers, 1);
+  /* They read back this process's records from the file: all of them go there now. */
+  int rc = window_let_go(cl, false, err);
+  if (rc == RMQ_OK) atomic_store(&cl->shared.log->direct_writers, 1);
   local_unlock(cl);
+  return rc;
 }
 
 /* ----------------------------------------------------------- validation */
@@ -377,9 +404,11 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
   rmq_mapped_file_claim(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH);
   int64_t end = mf->file_from_offset + mf->file_size;
   if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, end);
-  uint8_t *blank = rmq_mapped_file_write_base(mf) + pos;
+  uint8_t blank[8];
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
+  if (mf == cl->window_mf && window_let_go(cl, true, err) != RMQ_OK) return NULL;
+  if (rmq_mapped_file_write(mf, pos, blank, sizeof blank, err) != RMQ_OK) return NULL;
   publish(cl, mf, end, atomic_load(&mf->store_timestamp));
   /*
   ** Bytes reach the file in log order: the next segment may be written
@@ -548,7 +577,8 @@ static void write_head(uint8_t *at, const uint8_t *head) {
 */
 static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t start, int64_t total,
                              int count, rmq_err *err) {
-  if (!cl->cfg.flush_sync || count < 2 || mf->transient) return RMQ_OK;
+  if (!cl->cfg.flush_sync || count < 2) return RMQ_OK;
+  /* The range of the file, however written (through the mapping or by pwrite). */
   int32_t page = start - start % RMQ_OS_PAGE_SIZE;
   if (rmq_io_msync(mf->mapped + page, (size_t)(start + total - page)) == 0) return RMQ_OK;
   rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %lld: %s", mf->path,
@@ -558,10 +588,36 @@ static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t sta
 }
 
 /*
+** Under the put lock, before a batch of total bytes and count records: its
+** bytes go into the write window when it takes them (attached to mf first),
+** else past it straight into the file. Not while other processes append.
+*/
+static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, int count,
+                        rmq_err *err) {
+  if (!cl->window || shared_puts(cl)) return RMQ_OK;
+  bool fits = total <= WINDOW_SIZE && !(cl->cfg.flush_sync && count > 1);
+  if (!fits) return window_let_go(cl, true, err);
+  if (cl->window_mf != mf) {
+    int rc = window_let_go(cl, true, err);
+    if (rc != RMQ_OK || !rmq_mapped_file_hold(mf)) return rc;
+    cl->window_mf = mf;
+    rmq_mapped_file_window_attach(mf, cl->window, WINDOW_SIZE);
+  }
+  return rmq_mapped_file_window_room(mf, (int32_t)total, err);
+}
+
+/* The batch's head, last: one store into memory, or one pwrite past the window. */
+static int put_head(rmq_mapped_file *mf, int32_t at, const uint8_t *head, rmq_err *err) {
+  if (mf->transient && !mf->write_buffer) return rmq_mapped_file_write(mf, at, head, BATCH_HEAD, err);
+  write_head(rmq_mapped_file_write_ptr(mf, at), head);
+  return RMQ_OK;
+}
+
+/*
 ** Stamp the records of the spans and copy them into mf, the batch's head
-** last; under the put lock. A span that lands below `ready` (pages
-** pre-filled and mapped) is copied through the mapping, the rest by
-** rmq_mapped_file_write. A bad record or a failed write fails the batch
+** last; under the put lock. A span goes into the write window when there is
+** one, else through the mapping when it lands below `ready` (pages
+** pre-filled and mapped), else by rmq_mapped_file_write. A bad record or a failed write fails the batch
 ** before anything is published: its queue offsets are given back and the
 ** bytes copied so far zeroed, lest recovery take them for records after a
 ** crash.
@@ -569,17 +625,19 @@ static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t sta
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans, int nspans,
                           int count, int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
+  if (window_ready(cl, mf, total, count, err) != RMQ_OK) return err->code;
   for (int i = 0; i < nspans; i++) {
-    bool mapped = !mf->transient && pos + (int64_t)spans[i].len <= ready;
+    uint8_t *dst = mf->write_buffer ? rmq_mapped_file_write_ptr(mf, pos)
+                   : !mf->transient && pos + (int64_t)spans[i].len <= ready ? mf->mapped + pos
+                                                                            : NULL;
     size_t at, hold = i == 0 ? BATCH_HEAD : 0;
-    if (!stamp_span(cl, mapped ? mf->mapped + pos : NULL, &spans[i], hold,
-                    mf->file_from_offset + pos, st, &at, err)) {
+    if (!stamp_span(cl, dst, &spans[i], hold, mf->file_from_offset + pos, st, &at, err)) {
       unstamp(cl, spans, i, at);
-      rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (mapped ? spans[i].len : 0));
+      rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (dst ? spans[i].len : 0));
       return err->code;
     }
-    if (!mapped && rmq_mapped_file_write(mf, pos + (int32_t)hold, spans[i].data + hold,
-                                         spans[i].len - hold, err) != RMQ_OK) {
+    if (!dst && rmq_mapped_file_write(mf, pos + (int32_t)hold, spans[i].data + hold,
+                                      spans[i].len - hold, err) != RMQ_OK) {
       unstamp(cl, spans, i + 1, 0);
       rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
       return err->code;
@@ -598,7 +656,11 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   ** publishes the batch.)
   */
   atomic_signal_fence(memory_order_seq_cst);
-  write_head(rmq_mapped_file_write_base(mf) + start, spans[0].data);
+  if (put_head(mf, start, spans[0].data, err) != RMQ_OK) {
+    unstamp(cl, spans, nspans, 0);
+    rmq_mapped_file_zero(mf, start, (size_t)total);
+    return err->code;
+  }
   atomic_store(&mf->store_timestamp, st->now);
   publish(cl, mf, mf->file_from_offset + start + total, st->now);
   return RMQ_OK;

@@ -66,11 +66,30 @@ typedef struct rmq_commitlog {
   _Atomic(struct rmq_service_thread *) put_wakeup;
   void (*appended)(void *ctx); /* told after each append and commit, outside the lock (HA) */
   void *appended_ctx;
+  uint8_t *window;            /* the write window (rmq_commitlog_use_window), or NULL */
+  rmq_mapped_file *window_mf; /* the segment it is attached to, held; NULL if none */
 } rmq_commitlog;
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
                        bool writable, rmq_err *err);
 void rmq_commitlog_destroy(rmq_commitlog *cl);
+
+/*
+** Appends of this process alone go through a write window
+** (rmq_mapped_file_window_attach), as TransientStorePool's buffers do in
+** RocketMQ but small and reused: a copy into memory the CPU already maps is
+** far cheaper than writing through a shared mapping, whose fresh pages each
+** fault and whose flushes write-protect them again (a TLB shoot-down per
+** page). A commit, by CommitRealTimeService (async), the group commit (sync)
+** or the writer when the window is full, pwrites them into the file. A
+** batch larger than the window, or of several records under flush='sync',
+** goes to the file by pwrite directly. Once other processes append too
+** (rmq_commitlog_let_others_append), every writer writes through the mapping
+** again. Call before any put; RMQ_ENOMEM.
+*/
+int rmq_commitlog_use_window(rmq_commitlog *cl, rmq_err *err);
+/* Whether puts are committed later (a transient store pool, or a write window). */
+bool rmq_commitlog_buffered(rmq_commitlog *cl);
 
 /*
 ** Append n messages contiguously in one segment (n = 1 for a single put):
@@ -166,7 +185,7 @@ bool rmq_commitlog_direct_writers(rmq_commitlog *cl);
 ** processes' lock as well as its own (set under its own, so no put of its
 ** is under way with the one lock only).
 */
-void rmq_commitlog_let_others_append(rmq_commitlog *cl);
+int rmq_commitlog_let_others_append(rmq_commitlog *cl, rmq_err *err);
 /*
 ** The owner, under the put lock: every queue's next offset (CommitLog's
 ** topicQueueTable) as of the log's end *end, in *out (malloc'd, *len bytes),

@@ -47,13 +47,14 @@ static int flush_until_stable(rmq_flush_service *fs, rmq_err *err) {
   bool moved = true;
   int rc = RMQ_OK;
   rmq_commitlog_follow_shared(fs->cl);
+  bool buffered = rmq_commitlog_buffered(fs->cl);
   for (int i = 0; rc == RMQ_OK && moved && i < 1000; i++) {
     bool committed = false, flushed = false;
-    if (fs->cl->mfq.pool) rc = rmq_mfq_commit(&fs->cl->mfq, 0, &committed, err);
+    if (buffered) rc = rmq_mfq_commit(&fs->cl->mfq, 0, &committed, err);
     if (rc == RMQ_OK) rc = rmq_mfq_flush(&fs->cl->mfq, 0, &flushed, err);
     moved = committed || flushed;
   }
-  if (fs->cl->mfq.pool) tell_readers(fs);
+  if (buffered) tell_readers(fs);
   return rc;
 }
 
@@ -131,7 +132,7 @@ static void commit_real_time_run(rmq_service_thread *st) {
 
 int rmq_flush_commit(rmq_flush_service *fs, rmq_err *err) {
   bool moved;
-  return fs->cl->mfq.pool ? commit_written(fs, &moved, err) : RMQ_OK;
+  return rmq_commitlog_buffered(fs->cl) ? commit_written(fs, &moved, err) : RMQ_OK;
 }
 
 /* ---------------------------------------------------- GroupCommit */
@@ -169,7 +170,8 @@ static void complete_requests(rmq_flush_service *fs, int rc) {
 */
 static int flush_to(rmq_flush_service *fs, int64_t target, rmq_err *err) {
   bool moved, any = false;
-  int rc;
+  int rc = rmq_commitlog_buffered(fs->cl) ? commit_written(fs, &moved, err) : RMQ_OK;
+  if (rc != RMQ_OK) return rc;
   rmq_commitlog_follow_shared(fs->cl);
   do {
     rc = rmq_mfq_flush(&fs->cl->mfq, 0, &moved, err);
@@ -311,7 +313,8 @@ rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
   rmq_service_thread_init(&fs->flush_thread,
                           cfg->sync ? "GroupCommitService" : "FlushRealTimeService",
                           cfg->sync ? group_commit_run : flush_real_time_run, fs);
-  if (cl->mfq.pool) {
+  /* Under flush='sync' the group commit commits what it flushes. */
+  if (cl->mfq.pool || (cl->window && !cfg->sync)) {
     rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run, fs);
     atomic_store(&cl->put_wakeup, &fs->commit_thread);
   }

@@ -153,13 +153,50 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_
 
 void rmq_mapped_file_use_pool(rmq_mapped_file *mf, rmq_transient_store_pool *pool) {
   mf->write_buffer = rmq_transient_store_pool_borrow(pool);
+  mf->buffer_from = 0;
+  mf->buffer_size = mf->file_size;
   mf->transient = mf->write_buffer != NULL;
   if (mf->write_buffer) mf->pool = pool;
 }
 
 static void mapped_file_return_buffer(rmq_mapped_file *mf) {
-  if (mf->write_buffer) rmq_transient_store_pool_return(mf->pool, mf->write_buffer);
+  if (mf->write_buffer && mf->pool) rmq_transient_store_pool_return(mf->pool, mf->write_buffer);
   mf->write_buffer = NULL;
+}
+
+void rmq_mapped_file_window_attach(rmq_mapped_file *mf, uint8_t *window, int32_t size) {
+  pthread_mutex_lock(&mf->flush_mu);
+  /* What was written before reached the file as it was written. */
+  int32_t wrote = rmq_mapped_file_wrote(mf);
+  if (atomic_load(&mf->committed_position) < wrote) {
+    atomic_store_explicit(&mf->committed_position, wrote, memory_order_release);
+  }
+  mf->write_buffer = window;
+  mf->buffer_from = wrote;
+  mf->buffer_size = size;
+  mf->transient = true;
+  pthread_mutex_unlock(&mf->flush_mu);
+}
+
+int rmq_mapped_file_window_room(rmq_mapped_file *mf, int32_t need, rmq_err *err) {
+  int32_t wrote = rmq_mapped_file_wrote(mf);
+  if ((int64_t)wrote + need <= (int64_t)mf->buffer_from + mf->buffer_size) return RMQ_OK;
+  int rc = rmq_mapped_file_commit(mf, 0, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_mutex_lock(&mf->flush_mu);
+  mf->buffer_from = wrote;
+  pthread_mutex_unlock(&mf->flush_mu);
+  return RMQ_OK;
+}
+
+int rmq_mapped_file_window_detach(rmq_mapped_file *mf, bool transient, rmq_err *err) {
+  int rc = rmq_mapped_file_commit(mf, 0, err);
+  if (rc != RMQ_OK) return rc;
+  pthread_mutex_lock(&mf->flush_mu);
+  mf->write_buffer = NULL;
+  mf->transient = transient;
+  pthread_mutex_unlock(&mf->flush_mu);
+  return RMQ_OK;
 }
 
 void rmq_mapped_file_close_fd(rmq_mapped_file *mf) {
@@ -344,7 +381,7 @@ int rmq_retired_count(rmq_retired_files *r) {
 bool rmq_mapped_file_append(rmq_mapped_file *mf, const void *data, int32_t len) {
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (len > mf->file_size - pos) return false;
-  memcpy(rmq_mapped_file_write_base(mf) + pos, data, (size_t)len);
+  memcpy(rmq_mapped_file_write_ptr(mf, pos), data, (size_t)len);
   rmq_mapped_file_advance(mf, len);
   return true;
 }
@@ -385,9 +422,11 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t target = rmq_mapped_file_read_position(mf);
   if (able_to(flushed, target, mf->file_size, least_pages)) {
     int32_t start = flushed - flushed % RMQ_OS_PAGE_SIZE;
-    int fd = mf->transient ? fd_get(mf) : -1;
-    int sys = mf->transient ? (fd < 0 ? -1 : rmq_io_fsync(fd))
-                            : rmq_io_msync(mf->mapped + start, (size_t)(target - start));
+    /* A window's file is forced by range too: pages it did not write stay out (pre-filled zeros). */
+    bool pool = mf->transient && mf->pool;
+    int fd = pool ? fd_get(mf) : -1;
+    int sys = pool ? (fd < 0 ? -1 : rmq_io_fsync(fd))
+                   : rmq_io_msync(mf->mapped + start, (size_t)(target - start));
     fd_put(mf, fd);
     if (sys != 0) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %d: %s", mf->path, target,
@@ -408,29 +447,28 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
 static bool commit_range(rmq_mapped_file *mf, int32_t from, int32_t to) {
   const int32_t head = 8;
   size_t len = (size_t)(to - from - head);
+  const uint8_t *src = mf->write_buffer + (from - mf->buffer_from);
   int fd = fd_get(mf);
   errno = 0; /* a short write sets none */
-  bool ok = fd >= 0 &&
-            rmq_io_pwrite(fd, mf->write_buffer + from + head, len, from + head) == (ssize_t)len &&
-            rmq_io_pwrite(fd, mf->write_buffer + from, head, from) == head;
+  bool ok = fd >= 0 && rmq_io_pwrite(fd, src + head, len, from + head) == (ssize_t)len &&
+            rmq_io_pwrite(fd, src, head, from) == head;
   fd_put(mf, fd);
   return ok;
 }
 
 int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
-  /*
-  ** MappedFile.commit: a file written without a buffer (the pool had none
-  ** left) is committed as written, or the queue's commit would stop at it.
-  */
-  if (!mf->transient) {
-    atomic_store_explicit(&mf->committed_position, rmq_mapped_file_wrote(mf), memory_order_release);
-    return RMQ_OK;
-  }
   int rc = RMQ_OK;
   pthread_mutex_lock(&mf->flush_mu);
   int32_t committed = atomic_load(&mf->committed_position);
   int32_t wrote = rmq_mapped_file_wrote(mf);
-  if (able_to(committed, wrote, mf->file_size, least_pages)) {
+  if (!mf->write_buffer) {
+    /*
+    ** MappedFile.commit: a file written without a buffer (the pool had none
+    ** left, or past the window) is committed as written, or the queue's
+    ** commit would stop at it.
+    */
+    if (committed < wrote) atomic_store_explicit(&mf->committed_position, wrote, memory_order_release);
+  } else if (able_to(committed, wrote, mf->file_size, least_pages)) {
     if (!commit_range(mf, committed, wrote)) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot commit %s bytes %d..%d: %s", mf->path, committed,
                        wrote, errno ? strerror(errno) : "short write");
@@ -538,7 +576,7 @@ int rmq_mapped_file_fsync(rmq_mapped_file *mf, rmq_err *err) {
 
 void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
   if (mf->write_buffer) {
-    memset(mf->write_buffer + at, 0, len);
+    memset(rmq_mapped_file_write_ptr(mf, at), 0, len);
     return;
   }
   /* By pwrite: through the mapping, a page without disk blocks would be SIGBUS. */
@@ -587,8 +625,9 @@ int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
 
 int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,
                           rmq_err *err) {
-  if (mf->write_buffer || len < PWRITE_MIN) {
-    memcpy(rmq_mapped_file_write_base(mf) + at, data, len);
+  /* A transient file without a buffer is written past its window: never through the mapping. */
+  if (mf->write_buffer || (len < PWRITE_MIN && !mf->transient)) {
+    memcpy(rmq_mapped_file_write_ptr(mf, at), data, len);
     return RMQ_OK;
   }
   size_t done = 0;

@@ -44,9 +44,11 @@ typedef struct rmq_mapped_file {
   int fd; /* -1 once closed: a call that needs one opens the file for itself */
   bool writable;
   uint8_t *mapped;                /* file_size bytes of the file */
-  uint8_t *write_buffer;          /* from the transient store pool, or NULL once committed */
-  bool transient;                 /* written through a pool buffer; never changes once set */
-  rmq_transient_store_pool *pool; /* where write_buffer goes back */
+  uint8_t *write_buffer;          /* where bytes from buffer_from are written, or NULL */
+  int32_t buffer_from;            /* the segment position of write_buffer[0] */
+  int32_t buffer_size;            /* write_buffer's bytes */
+  atomic_bool transient;          /* written by pwrite, from a write buffer or not */
+  rmq_transient_store_pool *pool; /* where write_buffer goes back; NULL for a window */
   atomic_int wrote_position;
   atomic_int committed_position;
   atomic_int flushed_position;
@@ -161,10 +163,27 @@ int rmq_retired_count(rmq_retired_files *r);
 /* Take a write buffer from the pool (transient store pool mode); none left is fine. */
 void rmq_mapped_file_use_pool(rmq_mapped_file *mf, rmq_transient_store_pool *pool);
 
-/* Where the writer puts the next bytes: the write buffer or the mapping. */
-static inline uint8_t *rmq_mapped_file_write_base(rmq_mapped_file *mf) {
-  return mf->write_buffer ? mf->write_buffer : mf->mapped;
+/* Where the writer puts the byte at pos: in the write buffer or the mapping. */
+static inline uint8_t *rmq_mapped_file_write_ptr(rmq_mapped_file *mf, int32_t pos) {
+  return mf->write_buffer ? mf->write_buffer + (pos - mf->buffer_from) : mf->mapped + pos;
 }
+
+/*
+** The CommitLog's write window (the one process appending, see commitlog.h):
+** a small buffer, reused, that takes the appends of the last segment from
+** its write position until a commit (rmq_mapped_file_commit) writes them to
+** the file with pwrite; readers see committed bytes (the file is
+** `transient` from then on). Attach and the window calls are the writer's,
+** under its put lock.
+*/
+void rmq_mapped_file_window_attach(rmq_mapped_file *mf, uint8_t *window, int32_t size);
+/* Room for need more bytes in the window: commit it and start it at the write position if full. */
+int rmq_mapped_file_window_room(rmq_mapped_file *mf, int32_t need, rmq_err *err);
+/*
+** Commit the window and let go of it: appends then go to the file by pwrite
+** (transient) or, with transient false, through the mapping again.
+*/
+int rmq_mapped_file_window_detach(rmq_mapped_file *mf, bool transient, rmq_err *err);
 static inline int32_t rmq_mapped_file_wrote(rmq_mapped_file *mf) {
   return atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
 }

@@ -641,6 +641,9 @@ static int start_services(rmq_store *s, rmq_err *err) {
     s->pool = rmq_transient_store_pool_new(s->cfg.transient_store_pool, q->file_size, err);
     if (!s->pool) return err->code;
     q->pool = s->pool;
+  } else if (s->cfg.role != RMQ_ROLE_SLAVE && !rmq_commitlog_direct_writers(&s->commitlog)) {
+    int rc = rmq_commitlog_use_window(&s->commitlog, err);
+    if (rc != RMQ_OK) return rc;
   }
   s->staging = rmq_staging_pool_new(RMQ_STAGING_LINGER_MS);
   if (s->staging)
@@ -648,6 +651,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
                                            s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   rmq_allocate_attach(s->allocate, q);
+  if (s->commitlog.window) rmq_allocate_prefill_only(s->allocate);
   rmq_flush_config fc = {
       .sync = s->cfg.flush_sync,
       .sync_flush_timeout_ms = s->cfg.sync_flush_timeout_ms,
@@ -1340,7 +1344,7 @@ int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
   if (s->follow) return follow_dispatched(s, err);
   rmq_reput_service *r = rmq_store_reput(s);
   if (!r) return RMQ_OK;
-  /* With a transient store pool, what was acknowledged may still wait in a write buffer. */
+  /* What was acknowledged may still wait in a write buffer (a pool's, or the window). */
   int rc = rmq_flush_commit(s->flush, err);
   if (rc != RMQ_OK) return rc;
   return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS, err);
@@ -1676,7 +1680,8 @@ static int serve_join(rmq_store *s, rmq_remote_response *r, rmq_err *err) {
     return rmq_err_set(err, RMQ_EINVAL, "the owner of %s makes every put itself (%s)", s->dir,
                        s->pool ? "transient_store_pool" : "a slave");
   }
-  rmq_commitlog_let_others_append(&s->commitlog);
+  int rc = rmq_commitlog_let_others_append(&s->commitlog, err);
+  if (rc != RMQ_OK) return rc;
   rmq_allocate_populate_only(s->allocate);
   return rmq_commitlog_queue_offsets(&s->commitlog, &r->body, &r->body_len, &r->a, err);
 }
