@@ -55,7 +55,6 @@ struct rmq_allocate_service {
   int32_t prefaulted;          /* bytes of current already pre-faulted; service thread only */
   pthread_mutex_t prefault_mu; /* held over a pre-fault step */
   bool populate_only;          /* under prefault_mu: other processes write past the writer */
-  bool prefill_only;           /* under prefault_mu: the writer writes by pwrite (its window) */
 };
 
 static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
@@ -136,7 +135,7 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 ** there is nothing to do.
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
-  if ((mf->transient && !svc->prefill_only) || svc->prefaulted >= mf->file_size) return false;
+  if (mf->transient || svc->prefaulted >= mf->file_size) return false;
   int32_t wrote = rmq_mapped_file_wrote(mf);
   int64_t pending = (int64_t)rmq_staging_out(svc->staging) * RMQ_STAGING_CHUNK;
   int64_t target = (int64_t)wrote + PREFAULT_AHEAD + pending;
@@ -150,12 +149,8 @@ static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   /* Pages that other processes may be writing are only mapped: a pre-fill could zero their bytes. */
   int32_t done = svc->populate_only ? to : rmq_mapped_file_prefill(mf, from, to);
   if (done == from) return false;
-  /*
-  ** Without the call (Linux < 5.14) the pages are only in the page cache. A
-  ** window's are left there: mapped writable, each flush would write-protect them.
-  */
-  if (!svc->prefill_only &&
-      madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE) == 0) {
+  /* Without the call (Linux < 5.14) the pages are only in the page cache. */
+  if (madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE) == 0) {
     atomic_store(&mf->prefilled_position, done);
   }
   svc->prefaulted = done;
@@ -249,15 +244,9 @@ void rmq_allocate_wakeup(rmq_allocate_service *svc) { rmq_service_thread_wakeup(
 void rmq_allocate_populate_only(rmq_allocate_service *svc) {
   pthread_mutex_lock(&svc->prefault_mu);
   svc->populate_only = true;
-  svc->prefill_only = false;
   pthread_mutex_unlock(&svc->prefault_mu);
 }
 
-void rmq_allocate_prefill_only(rmq_allocate_service *svc) {
-  pthread_mutex_lock(&svc->prefault_mu);
-  if (!svc->populate_only) svc->prefill_only = true;
-  pthread_mutex_unlock(&svc->prefault_mu);
-}
 
 rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
                                                rmq_transient_store_pool *pool,

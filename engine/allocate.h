@@ -56,8 +56,6 @@ void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
 ** (shared_log.h), where a pre-fill would zero their bytes.
 */
 void rmq_allocate_populate_only(rmq_allocate_service *svc);
-/* The writer appends through a write window (commitlog.h): pages are pre-filled, never mapped. */
-void rmq_allocate_prefill_only(rmq_allocate_service *svc);
 /* Look for work now (a staging chunk was taken). */
 void rmq_allocate_wakeup(rmq_allocate_service *svc);
 

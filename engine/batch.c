@@ -183,7 +183,6 @@ int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err) {
 
 int rmq_batch_append_unflushed(rmq_batch *b, int64_t *first_offset, int64_t *end_offset,
                                rmq_err *err) {
-  *end_offset = 0;
   return append(b, first_offset, end_offset, err);
 }
 

@@ -119,11 +119,11 @@ int rmq_commitlog_use_window(rmq_commitlog *cl, rmq_err *err) {
 
 bool rmq_commitlog_buffered(rmq_commitlog *cl) { return cl->mfq.pool || cl->window; }
 
-/* The window's segment commits it and lets go (transient: written by pwrite from now on). */
-static int window_let_go(rmq_commitlog *cl, bool transient, rmq_err *err) {
+/* The window's segment commits it and lets go: appends go through the mapping again. */
+static int window_let_go(rmq_commitlog *cl, rmq_err *err) {
   rmq_mapped_file *mf = cl->window_mf;
   if (!mf) return RMQ_OK;
-  int rc = rmq_mapped_file_window_detach(mf, transient, err);
+  int rc = rmq_mapped_file_window_detach(mf, err);
   if (rc != RMQ_OK) return rc;
   cl->window_mf = NULL;
   rmq_mapped_file_release(mf);
@@ -133,7 +133,7 @@ static int window_let_go(rmq_commitlog *cl, bool transient, rmq_err *err) {
 void rmq_commitlog_destroy(rmq_commitlog *cl) {
   if (!cl->tqt) return;
   rmq_err ignored = {0};
-  window_let_go(cl, true, &ignored);
+  window_let_go(cl, &ignored);
   free(cl->window);
   rmq_mfq_destroy(&cl->mfq);
   rmq_tqt_free(cl->tqt);
@@ -216,7 +216,7 @@ int rmq_commitlog_seed_queue_offsets(rmq_topic_queue_table *tqt, const uint8_t *
 int rmq_commitlog_let_others_append(rmq_commitlog *cl, rmq_err *err) {
   local_lock(cl);
   /* They read back this process's records from the file: all of them go there now. */
-  int rc = window_let_go(cl, false, err);
+  int rc = window_let_go(cl, err);
   if (rc == RMQ_OK) atomic_store(&cl->shared.log->direct_writers, 1);
   local_unlock(cl);
   return rc;
@@ -404,11 +404,10 @@ static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq
   rmq_mapped_file_claim(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH);
   int64_t end = mf->file_from_offset + mf->file_size;
   if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, end);
-  uint8_t blank[8];
+  if (mf == cl->window_mf && window_let_go(cl, err) != RMQ_OK) return NULL;
+  uint8_t *blank = rmq_mapped_file_write_ptr(mf, pos);
   rmq_put32(blank, mf->file_size - pos);
   rmq_put32(blank + 4, RMQ_MAGIC_BLANK);
-  if (mf == cl->window_mf && window_let_go(cl, true, err) != RMQ_OK) return NULL;
-  if (rmq_mapped_file_write(mf, pos, blank, sizeof blank, err) != RMQ_OK) return NULL;
   publish(cl, mf, end, atomic_load(&mf->store_timestamp));
   /*
   ** Bytes reach the file in log order: the next segment may be written
@@ -482,6 +481,7 @@ typedef struct stamp_state {
   int64_t now;
   rmq_tqt_entry *last;
   rmq_put_result *result;
+  bool run; /* a put of a run (rmq_commitlog_put_encoded_run) */
 } stamp_state;
 
 /*
@@ -577,8 +577,7 @@ static void write_head(uint8_t *at, const uint8_t *head) {
 */
 static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t start, int64_t total,
                              int count, rmq_err *err) {
-  if (!cl->cfg.flush_sync || count < 2) return RMQ_OK;
-  /* The range of the file, however written (through the mapping or by pwrite). */
+  if (!cl->cfg.flush_sync || count < 2 || mf->transient) return RMQ_OK;
   int32_t page = start - start % RMQ_OS_PAGE_SIZE;
   if (rmq_io_msync(mf->mapped + page, (size_t)(start + total - page)) == 0) return RMQ_OK;
   rmq_err_set(err, RMQ_EIO, "cannot flush %s up to position %lld: %s", mf->path,
@@ -588,17 +587,19 @@ static int flush_before_head(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t sta
 }
 
 /*
-** Under the put lock, before a batch of total bytes and count records: its
-** bytes go into the write window when it takes them (attached to mf first),
-** else past it straight into the file. Not while other processes append.
+** Under the put lock, before a batch of total bytes and count records: a
+** put of a run goes into the write window (attached to mf first) when it
+** fits, unless it must be forced before its head (flush_before_head); every
+** other put commits the window and goes to the file as before. Not while
+** other processes append.
 */
-static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, int count,
+static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, int count, bool run,
                         rmq_err *err) {
   if (!cl->window || shared_puts(cl)) return RMQ_OK;
-  bool fits = total <= WINDOW_SIZE && !(cl->cfg.flush_sync && count > 1);
-  if (!fits) return window_let_go(cl, true, err);
+  bool fits = run && total <= WINDOW_SIZE && !(cl->cfg.flush_sync && count > 1);
+  if (!fits) return window_let_go(cl, err);
   if (cl->window_mf != mf) {
-    int rc = window_let_go(cl, true, err);
+    int rc = window_let_go(cl, err);
     if (rc != RMQ_OK || !rmq_mapped_file_hold(mf)) return rc;
     cl->window_mf = mf;
     rmq_mapped_file_window_attach(mf, cl->window, WINDOW_SIZE);
@@ -606,12 +607,7 @@ static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, i
   return rmq_mapped_file_window_room(mf, (int32_t)total, err);
 }
 
-/* The batch's head, last: one store into memory, or one pwrite past the window. */
-static int put_head(rmq_mapped_file *mf, int32_t at, const uint8_t *head, rmq_err *err) {
-  if (mf->transient && !mf->write_buffer) return rmq_mapped_file_write(mf, at, head, BATCH_HEAD, err);
-  write_head(rmq_mapped_file_write_ptr(mf, at), head);
-  return RMQ_OK;
-}
+
 
 /*
 ** Stamp the records of the spans and copy them into mf, the batch's head
@@ -625,7 +621,7 @@ static int put_head(rmq_mapped_file *mf, int32_t at, const uint8_t *head, rmq_er
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans, int nspans,
                           int count, int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
-  if (window_ready(cl, mf, total, count, err) != RMQ_OK) return err->code;
+  if (window_ready(cl, mf, total, count, st->run, err) != RMQ_OK) return err->code;
   for (int i = 0; i < nspans; i++) {
     uint8_t *dst = mf->write_buffer ? rmq_mapped_file_write_ptr(mf, pos)
                    : !mf->transient && pos + (int64_t)spans[i].len <= ready ? mf->mapped + pos
@@ -656,11 +652,7 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   ** publishes the batch.)
   */
   atomic_signal_fence(memory_order_seq_cst);
-  if (put_head(mf, start, spans[0].data, err) != RMQ_OK) {
-    unstamp(cl, spans, nspans, 0);
-    rmq_mapped_file_zero(mf, start, (size_t)total);
-    return err->code;
-  }
+  write_head(rmq_mapped_file_write_ptr(mf, start), spans[0].data);
   atomic_store(&mf->store_timestamp, st->now);
   publish(cl, mf, mf->file_from_offset + start + total, st->now);
   return RMQ_OK;
@@ -734,9 +726,9 @@ static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, i
   return append_encoded(cl, mf, spans, nspans, count, total, st, ready, err);
 }
 
-int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                              rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
-                              rmq_err *err) {
+static int put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                       rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
+                       bool run, rmq_err *err) {
   if (count <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
   int64_t total = 0;
@@ -746,7 +738,7 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
   if (rc != RMQ_OK) return rc;
   rc = put_lock(cl, err);
   if (rc != RMQ_OK) return rc;
-  stamp_state st = {.now = rmq_now_ms(), .result = results};
+  stamp_state st = {.now = rmq_now_ms(), .result = results, .run = run};
   atomic_store(&cl->begin_time_in_lock, st.now);
   rc = locked_append(cl, spans, nspans, count, total, &st, first_offset, err);
   atomic_store(&cl->begin_time_in_lock, 0);
@@ -759,6 +751,17 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
     rmq_msg_id_format(&cl->cfg.store_host, results[i].physical_offset, results[i].msg_id);
   }
   return RMQ_OK;
+}
+
+int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                              rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
+                              rmq_err *err) {
+  return put_encoded(cl, spans, nspans, count, results, first_offset, end_offset, false, err);
+}
+
+int rmq_commitlog_put_encoded_run(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                                  int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
+  return put_encoded(cl, spans, nspans, count, NULL, first_offset, end_offset, true, err);
 }
 
 /* ---------------------------------------------------------- slave append */

@@ -75,17 +75,16 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
 void rmq_commitlog_destroy(rmq_commitlog *cl);
 
 /*
-** Appends of this process alone go through a write window
-** (rmq_mapped_file_window_attach), as TransientStorePool's buffers do in
-** RocketMQ but small and reused: a copy into memory the CPU already maps is
-** far cheaper than writing through a shared mapping, whose fresh pages each
-** fault and whose flushes write-protect them again (a TLB shoot-down per
-** page). A commit, by CommitRealTimeService (async), the group commit (sync)
-** or the writer when the window is full, pwrites them into the file. A
-** batch larger than the window, or of several records under flush='sync',
-** goes to the file by pwrite directly. Once other processes append too
-** (rmq_commitlog_let_others_append), every writer writes through the mapping
-** again. Call before any put; RMQ_ENOMEM.
+** A run of puts (rmq_commitlog_put_encoded_run: the rows of one INSERT ...
+** SELECT) goes through a write window (rmq_mapped_file_window_attach), as
+** TransientStorePool's buffers do in RocketMQ but small and reused: a copy
+** into memory the CPU already maps is far cheaper than writing through a
+** shared mapping, whose fresh pages each fault and whose flushes
+** write-protect them again (a TLB shoot-down per page). The run's end (a
+** sync wait, or rmq_flush_commit), the group commit, or the writer when the
+** window is full, pwrites them into the file. Any other put commits the
+** window and writes through the mapping. Not while other processes append
+** (rmq_commitlog_let_others_append). Call before any put; RMQ_ENOMEM.
 */
 int rmq_commitlog_use_window(rmq_commitlog *cl, rmq_err *err);
 /* Whether puts are committed later (a transient store pool, or a write window). */
@@ -153,6 +152,14 @@ void rmq_commitlog_prepare_segment(rmq_commitlog *cl);
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                               rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
                               rmq_err *err);
+/*
+** As rmq_commitlog_put_encoded, for a put that continues a run whose caller
+** commits it at its end (rmq_flush_commit, or a sync wait): the batch may
+** wait in the write window until then, unseen by readers and lost with the
+** process.
+*/
+int rmq_commitlog_put_encoded_run(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
+                                  int64_t *first_offset, int64_t *end_offset, rmq_err *err);
 /*
 ** A slave's append of what its master sent (CommitLog.appendData): len bytes
 ** of whole records, checked by the caller, at offset, which must be the

@@ -313,8 +313,7 @@ rmq_flush_service *rmq_flush_service_new(rmq_commitlog *cl, rmq_checkpoint *cp,
   rmq_service_thread_init(&fs->flush_thread,
                           cfg->sync ? "GroupCommitService" : "FlushRealTimeService",
                           cfg->sync ? group_commit_run : flush_real_time_run, fs);
-  /* Under flush='sync' the group commit commits what it flushes. */
-  if (cl->mfq.pool || (cl->window && !cfg->sync)) {
+  if (cl->mfq.pool) {
     rmq_service_thread_init(&fs->commit_thread, "CommitRealTimeService", commit_real_time_run, fs);
     atomic_store(&cl->put_wakeup, &fs->commit_thread);
   }

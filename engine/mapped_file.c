@@ -189,12 +189,13 @@ int rmq_mapped_file_window_room(rmq_mapped_file *mf, int32_t need, rmq_err *err)
   return RMQ_OK;
 }
 
-int rmq_mapped_file_window_detach(rmq_mapped_file *mf, bool transient, rmq_err *err) {
+int rmq_mapped_file_window_detach(rmq_mapped_file *mf, rmq_err *err) {
   int rc = rmq_mapped_file_commit(mf, 0, err);
   if (rc != RMQ_OK) return rc;
   pthread_mutex_lock(&mf->flush_mu);
+  /* Committed to the write position: readers may look at either. */
   mf->write_buffer = NULL;
-  mf->transient = transient;
+  mf->transient = false;
   pthread_mutex_unlock(&mf->flush_mu);
   return RMQ_OK;
 }
@@ -625,8 +626,7 @@ int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
 
 int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,
                           rmq_err *err) {
-  /* A transient file without a buffer is written past its window: never through the mapping. */
-  if (mf->write_buffer || (len < PWRITE_MIN && !mf->transient)) {
+  if (mf->write_buffer || len < PWRITE_MIN) {
     memcpy(rmq_mapped_file_write_ptr(mf, at), data, len);
     return RMQ_OK;
   }

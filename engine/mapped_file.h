@@ -169,21 +169,17 @@ static inline uint8_t *rmq_mapped_file_write_ptr(rmq_mapped_file *mf, int32_t po
 }
 
 /*
-** The CommitLog's write window (the one process appending, see commitlog.h):
-** a small buffer, reused, that takes the appends of the last segment from
-** its write position until a commit (rmq_mapped_file_commit) writes them to
-** the file with pwrite; readers see committed bytes (the file is
-** `transient` from then on). Attach and the window calls are the writer's,
-** under its put lock.
+** The CommitLog's write window (commitlog.h): a small buffer, reused, that
+** takes appends to the last segment from its write position until a commit
+** (rmq_mapped_file_commit) writes them to the file with pwrite; readers see
+** committed bytes while it is attached (the file is `transient`). Attach and
+** the window calls are the writer's, under its put lock.
 */
 void rmq_mapped_file_window_attach(rmq_mapped_file *mf, uint8_t *window, int32_t size);
 /* Room for need more bytes in the window: commit it and start it at the write position if full. */
 int rmq_mapped_file_window_room(rmq_mapped_file *mf, int32_t need, rmq_err *err);
-/*
-** Commit the window and let go of it: appends then go to the file by pwrite
-** (transient) or, with transient false, through the mapping again.
-*/
-int rmq_mapped_file_window_detach(rmq_mapped_file *mf, bool transient, rmq_err *err);
+/* Commit the window and let go of it: appends go through the mapping again. */
+int rmq_mapped_file_window_detach(rmq_mapped_file *mf, rmq_err *err);
 static inline int32_t rmq_mapped_file_wrote(rmq_mapped_file *mf) {
   return atomic_load_explicit(&mf->wrote_position, memory_order_acquire);
 }

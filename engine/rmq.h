@@ -1095,9 +1095,13 @@ void rmq_batch_clear(rmq_batch *b);
 */
 int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err);
 /*
-** As rmq_batch_append, but with flush='sync' it returns without waiting for
-** the disk: *end_offset, where the batch ends, goes to rmq_store_wait_flushed
-** before the batch is reported durable (several batches, one wait).
+** As rmq_batch_append, but it returns without waiting for the disk:
+** *end_offset, where the batch ends, goes to rmq_store_wait_flushed before
+** the batch is reported written (several batches, one wait). On entry
+** *end_offset is 0, or the end of the caller's previous such batch not yet
+** waited for: the batch then continues a run, which may wait in this
+** process's write window (unseen by readers, lost if the process dies)
+** until rmq_store_wait_flushed.
 */
 int rmq_batch_append_unflushed(rmq_batch *b, int64_t *first_offset, int64_t *end_offset,
                                rmq_err *err);

@@ -651,7 +651,6 @@ static int start_services(rmq_store *s, rmq_err *err) {
                                            s->staging);
   if (!s->allocate) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   rmq_allocate_attach(s->allocate, q);
-  if (s->commitlog.window) rmq_allocate_prefill_only(s->allocate);
   rmq_flush_config fc = {
       .sync = s->cfg.flush_sync,
       .sync_flush_timeout_ms = s->cfg.sync_flush_timeout_ms,
@@ -1037,6 +1036,7 @@ typedef struct put_args {
   int n;                 /* messages, or records in the spans */
   int64_t *first_offset; /* spans: where the batch starts, -1 when it was not appended */
   int64_t *end_offset;   /* set: where it ends, and the caller waits (rmq_store_wait_flushed) */
+  bool run;              /* it continues the caller's run of such puts (the write window) */
 } put_args;
 
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err);
@@ -1044,7 +1044,10 @@ static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err)
 
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
   if (s->via_owner) return follower_wait_durable(s, end_offset, err);
-  int rc = s->cfg.flush_sync && s->flush ? rmq_flush_wait(s->flush, end_offset, err) : RMQ_OK;
+  if (!s->flush) return RMQ_OK;
+  /* The group commit commits the write window before it flushes; async, the run ends here. */
+  int rc = s->cfg.flush_sync ? rmq_flush_wait(s->flush, end_offset, err)
+                             : rmq_flush_commit(s->flush, err);
   /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
   if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
     rc = rmq_ha_service_wait(s->ha, end_offset, s->cfg.ha_slave_timeout_ms, err);
@@ -1062,9 +1065,11 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
                        s->dir, s->cfg.ha_master);
   }
   int64_t end = 0;
-  int rc = a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n,
-                                                a->results, a->first_offset, &end, err)
-                    : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
+  int rc = a->run     ? rmq_commitlog_put_encoded_run(&s->commitlog, a->spans, a->nspans, a->n,
+                                                      a->first_offset, &end, err)
+           : a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n,
+                                                  a->results, a->first_offset, &end, err)
+                      : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
   if (rc != RMQ_OK && a->spans) *a->first_offset = -1;
   if (rc != RMQ_OK) return rc;
   rmq_reput_wakeup(s->reput);
@@ -1125,7 +1130,8 @@ int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nsp
                 .nspans = nspans,
                 .n = count,
                 .first_offset = first_offset,
-                .end_offset = end_offset};
+                .end_offset = end_offset,
+                .run = *end_offset != 0};
   return timed_put(s, &a, err);
 }
 

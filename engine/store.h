@@ -29,7 +29,8 @@ rmq_schedule_service *rmq_store_schedule(rmq_store *s);
 const char *rmq_store_delay_offset_report(rmq_store *s);
 /*
 ** rmq_store_put_encoded without waiting for flush='sync': *end_offset gets
-** where the batch ends, for rmq_store_wait_flushed (rmq_batch_append_unflushed).
+** where the batch ends, for rmq_store_wait_flushed; on entry, a run's
+** previous end or 0 (rmq_batch_append_unflushed).
 */
 int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nspans, int count,
                                     int64_t *first_offset, int64_t *end_offset, rmq_err *err);

@@ -1464,8 +1464,11 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
     *rowid = -1;
     return SQLITE_OK;
   }
-  /* The statement's flush is awaited once, at its end (xSync): INSERT ... SELECT flushes once. */
-  int64_t offset = 0, end = 0;
+  /*
+  ** The statement's flush is awaited once, at its end (xSync): INSERT ...
+  ** SELECT flushes once. Its later rows continue a run (the write window).
+  */
+  int64_t offset = 0, end = vt->unflushed_end;
   rmq_err err = {0};
   rc = put_result(vt, rmq_batch_append_unflushed(vt->batch, &offset, &end, &err), &err);
   rmq_batch_clear(vt->batch);

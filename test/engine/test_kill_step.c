@@ -45,6 +45,7 @@ static int append(rmq_batch *b, int count, int body_len, int64_t *end) {
     }
   }
   int64_t first;
+  *end = 0; /* one batch, not a run */
   int rc = rmq_batch_append_unflushed(b, &first, end, &err);
   if (rc != RMQ_OK) fprintf(stderr, "child: %s\n", err.msg);
   return rc;
