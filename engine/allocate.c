@@ -247,7 +247,6 @@ void rmq_allocate_populate_only(rmq_allocate_service *svc) {
   pthread_mutex_unlock(&svc->prefault_mu);
 }
 
-
 rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
                                                rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging) {

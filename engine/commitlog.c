@@ -125,9 +125,26 @@ static int window_let_go(rmq_commitlog *cl, rmq_err *err) {
   if (!mf) return RMQ_OK;
   int rc = rmq_mapped_file_window_detach(mf, err);
   if (rc != RMQ_OK) return rc;
+  atomic_store(&cl->window_dirty, false);
   cl->window_mf = NULL;
   rmq_mapped_file_release(mf);
   return RMQ_OK;
+}
+
+int rmq_commitlog_commit_window(rmq_commitlog *cl, bool *committed, rmq_err *err) {
+  *committed = false;
+  if (!atomic_load(&cl->window_dirty)) return RMQ_OK;
+  int rc = put_lock(cl, err);
+  if (rc != RMQ_OK) return rc;
+  if (cl->window_mf) rc = rmq_mapped_file_commit(cl->window_mf, 0, err);
+  if (rc == RMQ_OK) {
+    *committed = atomic_exchange(&cl->window_dirty, false);
+  } else {
+    poison_log(cl, err->msg);
+  }
+  put_unlock(cl);
+  if (*committed && cl->appended) cl->appended(cl->appended_ctx);
+  return rc;
 }
 
 void rmq_commitlog_destroy(rmq_commitlog *cl) {
@@ -607,8 +624,6 @@ static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, i
   return rmq_mapped_file_window_room(mf, (int32_t)total, err);
 }
 
-
-
 /*
 ** Stamp the records of the spans and copy them into mf, the batch's head
 ** last; under the put lock. A span goes into the write window when there is
@@ -653,6 +668,7 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   */
   atomic_signal_fence(memory_order_seq_cst);
   write_head(rmq_mapped_file_write_ptr(mf, start), spans[0].data);
+  if (mf->write_buffer && !mf->pool) atomic_store(&cl->window_dirty, true);
   atomic_store(&mf->store_timestamp, st->now);
   publish(cl, mf, mf->file_from_offset + start + total, st->now);
   return RMQ_OK;

@@ -68,6 +68,7 @@ typedef struct rmq_commitlog {
   void *appended_ctx;
   uint8_t *window;            /* the write window (rmq_commitlog_use_window), or NULL */
   rmq_mapped_file *window_mf; /* the segment it is attached to, held; NULL if none */
+  atomic_bool window_dirty;   /* a run put bytes into it that may not be committed yet */
 } rmq_commitlog;
 
 int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commitlog_config *cfg,
@@ -89,6 +90,12 @@ void rmq_commitlog_destroy(rmq_commitlog *cl);
 int rmq_commitlog_use_window(rmq_commitlog *cl, rmq_err *err);
 /* Whether puts are committed later (a transient store pool, or a write window). */
 bool rmq_commitlog_buffered(rmq_commitlog *cl);
+/*
+** The end of a run (flush='async'): commit what the runs put into the window,
+** under the put lock; one atomic load when they put nothing. A failed write
+** poisons the log. *committed: whether anything was.
+*/
+int rmq_commitlog_commit_window(rmq_commitlog *cl, bool *committed, rmq_err *err);
 
 /*
 ** Append n messages contiguously in one segment (n = 1 for a single put):

@@ -468,7 +468,8 @@ int rmq_mapped_file_commit(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
     ** left, or past the window) is committed as written, or the queue's
     ** commit would stop at it.
     */
-    if (committed < wrote) atomic_store_explicit(&mf->committed_position, wrote, memory_order_release);
+    if (committed < wrote)
+      atomic_store_explicit(&mf->committed_position, wrote, memory_order_release);
   } else if (able_to(committed, wrote, mf->file_size, least_pages)) {
     if (!commit_range(mf, committed, wrote)) {
       rc = rmq_err_set(err, RMQ_EIO, "cannot commit %s bytes %d..%d: %s", mf->path, committed,

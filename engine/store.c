@@ -1045,9 +1045,11 @@ static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err)
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
   if (s->via_owner) return follower_wait_durable(s, end_offset, err);
   if (!s->flush) return RMQ_OK;
-  /* The group commit commits the write window before it flushes; async, the run ends here. */
+  /* The group commit commits the write window before it flushes; async, a run ends here. */
+  bool committed = false;
   int rc = s->cfg.flush_sync ? rmq_flush_wait(s->flush, end_offset, err)
-                             : rmq_flush_commit(s->flush, err);
+                             : rmq_commitlog_commit_window(&s->commitlog, &committed, err);
+  if (committed) rmq_reput_wakeup(s->reput);
   /* CommitLog.handleHA: after the flush, a sync master waits for a slave. */
   if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
     rc = rmq_ha_service_wait(s->ha, end_offset, s->cfg.ha_slave_timeout_ms, err);

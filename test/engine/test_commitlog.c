@@ -481,6 +481,93 @@ static void test_config(void) {
   CHECK_EQ_INT(ms[4], 86400000);
 }
 
+/* Row i of a run: about 1 KiB, its length varying, to queue i % 4. */
+static int run_row(rmq_batch *b, int i, char *body, rmq_err *err) {
+  tu_msg t;
+  int len = 700 + (i * 37) % 600;
+  memset(body, 'a' + i % 26, (size_t)len);
+  return rmq_batch_add(b, tu_message(&t, "Run", i % 4, body, len, "KEYS=k"), err);
+}
+
+/* A run of n rows, as one INSERT ... SELECT appends them; firsts[i]: row i's offset. */
+static int64_t put_run(rmq_store *s, rmq_batch *b, int n, int64_t *firsts) {
+  char body[2000];
+  rmq_err err = {0};
+  int64_t end = 0;
+  for (int i = 0; i < n; i++) {
+    CHECK_EQ_INT(run_row(b, i, body, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_batch_append_unflushed(b, &firsts[i], &end, &err), RMQ_OK);
+    rmq_batch_clear(b);
+  }
+  return end;
+}
+
+/* Every row of the run reads back at its offset, each queue's offsets consecutive. */
+static void check_run(rmq_store *s, const int64_t *firsts, int n) {
+  char body[2000];
+  int64_t next[4] = {-1, -1, -1, -1};
+  for (int i = 0; i < n; i++) {
+    rmq_commitlog_ref ref;
+    rmq_message m;
+    rmq_err err = {0};
+    int len = 700 + (i * 37) % 600;
+    memset(body, 'a' + i % 26, (size_t)len);
+    if (rmq_commitlog_read_message(rmq_store_commitlog(s), firsts[i], true, &ref, &m, &err) !=
+        RMQ_OK) {
+      CHECK_EQ_STR(err.msg, "");
+      return;
+    }
+    CHECK(m.body_len == len && memcmp(m.body, body, (size_t)len) == 0);
+    if (next[i % 4] < 0) next[i % 4] = m.queue_offset;
+    CHECK_EQ_INT(m.queue_offset, next[i % 4]++);
+    rmq_commitlog_ref_release(&ref);
+  }
+}
+
+/*
+** The rows of a run wait in the write window until its end: readers see
+** what the window committed when it filled, the rest after
+** rmq_store_wait_flushed; a put outside a run commits the run first; the
+** run crosses segment ends; and what was waited for is in the files.
+*/
+static void test_write_window(const char *dir, bool sync) {
+  rmq_config cfg;
+  tu_small_config(&cfg, 1 << 20);
+  cfg.flush_sync = sync;
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  rmq_batch *b = rmq_batch_new(s);
+  enum { N = 3000 };
+  int64_t *firsts = malloc(sizeof *firsts * N);
+  int64_t end = put_run(s, b, N, firsts);
+  CHECK(rmq_commitlog_max_offset(cl) > firsts[N / 2]); /* committed as the window filled */
+  /* Flush='sync' commits with every group commit; async, only the run's end does. */
+  if (!sync) CHECK(rmq_commitlog_max_offset(cl) < end);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_wait_flushed(s, end, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), end);
+  if (sync) CHECK(rmq_commitlog_flushed_offset(cl) >= end);
+  check_run(s, firsts, N);
+  CHECK(end > 2 << 20);
+
+  /* A put outside a run goes after the run's rows, which it commits. */
+  int64_t run_end = put_run(s, b, 5, firsts);
+  tu_msg t;
+  rmq_put_result r;
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Run", 0, "x", 1, NULL), 1, &r, &err), RMQ_OK);
+  CHECK_EQ_INT(r.physical_offset, run_end);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), r.physical_offset + r.size);
+
+  /* A run left without its wait: the store's close commits it. */
+  put_run(s, b, 200, firsts);
+  rmq_batch_free(b);
+  rmq_store_close(s);
+  s = tu_open(dir, &cfg);
+  check_run(s, firsts, 200);
+  rmq_store_close(s);
+  free(firsts);
+}
+
 int main(void) {
   char dir[64];
   void (*store_tests[])(const char *) = {
@@ -496,6 +583,11 @@ int main(void) {
   for (int i = 0; i < 3; i++) {
     tu_tmpdir(dir, sizeof dir);
     test_concurrent(dir, spin[i], pool[i]);
+    tu_rmrf(dir);
+  }
+  for (int sync = 0; sync < 2; sync++) {
+    tu_tmpdir(dir, sizeof dir);
+    test_write_window(dir, sync);
     tu_rmrf(dir);
   }
   test_config();

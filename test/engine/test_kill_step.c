@@ -10,7 +10,10 @@
 ** the copy, which must recover without reporting damage and end where the
 ** first batch ends or where the second does, nowhere else. Batches of one
 ** small record, of several small ones and of several of 1 KiB (which the
-** C library copies in another order).
+** C library copies in another order), and a run of batches of one record
+** (the rows of an INSERT ... SELECT), whose rows after its first wait in
+** the write window until its end writes them to the file, their bytes, then
+** their first head: a kill keeps its first rows, none torn.
 */
 #include <fcntl.h>
 #include <signal.h>
@@ -34,25 +37,33 @@ static void tell(int fd, int64_t v) {
   if (write(fd, &v, sizeof v) != (ssize_t)sizeof v) _exit(4);
 }
 
-static int append(rmq_batch *b, int count, int body_len, int64_t *end) {
+static int add(rmq_batch *b, int i, int body_len, rmq_err *err) {
   char body[1024];
   memset(body, 'x', sizeof body);
+  tu_msg t;
+  return rmq_batch_add(b, tu_message(&t, "Step", i % 2, body, body_len, "KEYS=k"), err);
+}
+
+/* One batch of count records; or, with run, a run of count batches of one, waited for. */
+static int append(rmq_store *s, rmq_batch *b, int count, int body_len, bool run, int64_t *end) {
   rmq_err err = {0};
-  for (int i = 0; i < count; i++) {
-    tu_msg t;
-    if (rmq_batch_add(b, tu_message(&t, "Step", i % 2, body, body_len, "KEYS=k"), &err) != RMQ_OK) {
-      return RMQ_EINVAL;
+  int64_t first;
+  int rc = RMQ_OK;
+  *end = 0;
+  for (int i = 0; rc == RMQ_OK && i < count; i++) {
+    rc = add(b, i, body_len, &err);
+    if (rc == RMQ_OK && (run || i == count - 1)) {
+      rc = rmq_batch_append_unflushed(b, &first, end, &err);
+      rmq_batch_clear(b);
     }
   }
-  int64_t first;
-  *end = 0; /* one batch, not a run */
-  int rc = rmq_batch_append_unflushed(b, &first, end, &err);
+  if (rc == RMQ_OK && run) rc = rmq_store_wait_flushed(s, *end, &err);
   if (rc != RMQ_OK) fprintf(stderr, "child: %s\n", err.msg);
   return rc;
 }
 
 /* Append a flushed batch, stop under the tracer, append the traced one. */
-static void child(const char *dir, int fd, int count, int body_len) {
+static void child(const char *dir, int fd, int count, int body_len, bool run) {
   rmq_config cfg;
   config(&cfg);
   rmq_store *s;
@@ -60,12 +71,14 @@ static void child(const char *dir, int fd, int count, int body_len) {
   if (rmq_store_open(dir, &cfg, &s, &err) != RMQ_OK) _exit(3);
   rmq_batch *b = rmq_batch_new(s);
   int64_t end, flushed;
-  if (append(b, 3, 100, &end) != RMQ_OK || rmq_store_flush(s, &flushed, &err) != RMQ_OK) _exit(3);
+  if (append(s, b, 3, 100, false, &end) != RMQ_OK || rmq_store_flush(s, &flushed, &err) != RMQ_OK) {
+    _exit(3);
+  }
   rmq_batch_clear(b);
   tell(fd, end);
   if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0) _exit(5);
   raise(SIGSTOP);
-  if (append(b, count, body_len, &end) != RMQ_OK) _exit(3);
+  if (append(s, b, count, body_len, run, &end) != RMQ_OK) _exit(3);
   tell(fd, end);
   raise(SIGSTOP);
   _exit(0);
@@ -124,7 +137,7 @@ static bool step_through(tracer *t, pid_t pid) {
   }
 }
 
-static void run(int count, int body_len) {
+static void run(int count, int body_len, bool as_run) {
   char dir[64];
   tu_tmpdir(dir, sizeof dir);
   int fds[2];
@@ -132,7 +145,7 @@ static void run(int count, int body_len) {
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    child(dir, fds[1], count, body_len);
+    child(dir, fds[1], count, body_len, as_run);
   }
   close(fds[1]);
   int64_t end1 = 0, end2 = 0;
@@ -153,13 +166,16 @@ static void run(int count, int body_len) {
   CHECK(end2 <= WATCHED);
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
-  fprintf(stderr, "%d record(s) of %d B: %d instructions, %d looks at the log\n", count, body_len,
-          t->steps, t->nends);
-  CHECK(t->nends > count); /* each record's copy, and the head */
+  fprintf(stderr, "%d record(s) of %d B%s: %d instructions, %d looks at the log\n", count, body_len,
+          as_run ? " in a run" : "", t->steps, t->nends);
+  /* Each record's copy and the head; a run's commit: its bytes and its head. */
+  CHECK(t->nends > (as_run ? 1 : count));
   CHECK_EQ_INT(t->damaged, 0);
+  /* A run is not one batch: a kill keeps its first rows (each of the same size). */
+  int64_t step = as_run ? (end2 - end1) / count : end2 - end1;
   int torn = 0;
   for (int i = 0; i < t->nends; i++) {
-    if (t->ends[i] != end1 && t->ends[i] != end2) {
+    if (t->ends[i] < end1 || t->ends[i] > end2 || (t->ends[i] - end1) % step != 0) {
       fprintf(stderr, "  look %d: the log ends at %lld, not %lld or %lld\n", i,
               (long long)t->ends[i], (long long)end1, (long long)end2);
       torn++;
@@ -176,10 +192,11 @@ static void run(int count, int body_len) {
 }
 
 int main(void) {
-  run(3, 1024);
+  run(3, 1024, false);
 #ifndef __SANITIZE_THREAD__ /* each instruction there is a hundred: the copy order is the same */
-  run(1, 10);
-  run(5, 100);
+  run(1, 10, false);
+  run(5, 100, false);
+  run(5, 100, true);
 #endif
   return check_report();
 }
