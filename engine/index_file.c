@@ -530,6 +530,12 @@ bool rmq_index_file_time_matched(rmq_index_file *f, int64_t begin, int64_t end) 
 
 int rmq_index_file_flush(rmq_index_file *f, rmq_err *err) {
   if (!f->mf->writable) return RMQ_OK;
+  /*
+  ** Writes touch slots all over the file: forcing it with its pages mapped
+  ** write-protects each one (a TLB shoot-down a page); unmapped first, they
+  ** go at once, and the next access maps a page again from the page cache.
+  */
+  rmq_mapped_file_drop_pages(f->mf);
   if (rmq_io_msync(f->mf->mapped, (size_t)f->mf->file_size) != 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot flush index file %s: %s", f->mf->path,
                        strerror(errno));

@@ -537,6 +537,10 @@ int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahe
   return RMQ_OK;
 }
 
+void rmq_mapped_file_drop_pages(rmq_mapped_file *mf) {
+  madvise(mf->mapped, (size_t)mf->file_size, MADV_DONTNEED);
+}
+
 void rmq_mapped_file_random_access(rmq_mapped_file *mf) {
   madvise(mf->mapped, (size_t)mf->file_size, MADV_RANDOM);
 }

@@ -251,6 +251,11 @@ int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahe
 */
 void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 
+/*
+** Take the file's pages out of this process's mapping (MADV_DONTNEED): they
+** stay in the page cache, dirty ones too, and the next access maps them again.
+*/
+void rmq_mapped_file_drop_pages(rmq_mapped_file *mf);
 /* Faults read only the page they need (MADV_RANDOM): no read-ahead of the file's holes. */
 void rmq_mapped_file_random_access(rmq_mapped_file *mf);
 /*
