@@ -490,7 +490,7 @@ static int run_row(rmq_batch *b, int i, char *body, rmq_err *err) {
 }
 
 /* A run of n rows, as one INSERT ... SELECT appends them; firsts[i]: row i's offset. */
-static int64_t put_run(rmq_store *s, rmq_batch *b, int n, int64_t *firsts) {
+static int64_t put_run(rmq_batch *b, int n, int64_t *firsts) {
   char body[2000];
   rmq_err err = {0};
   int64_t end = 0;
@@ -539,7 +539,7 @@ static void test_write_window(const char *dir, bool sync) {
   rmq_batch *b = rmq_batch_new(s);
   enum { N = 3000 };
   int64_t *firsts = malloc(sizeof *firsts * N);
-  int64_t end = put_run(s, b, N, firsts);
+  int64_t end = put_run(b, N, firsts);
   CHECK(rmq_commitlog_max_offset(cl) > firsts[N / 2]); /* committed as the window filled */
   /* Flush='sync' commits with every group commit; async, only the run's end does. */
   if (!sync) CHECK(rmq_commitlog_max_offset(cl) < end);
@@ -551,7 +551,7 @@ static void test_write_window(const char *dir, bool sync) {
   CHECK(end > 2 << 20);
 
   /* A put outside a run goes after the run's rows, which it commits. */
-  int64_t run_end = put_run(s, b, 5, firsts);
+  int64_t run_end = put_run(b, 5, firsts);
   tu_msg t;
   rmq_put_result r;
   CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "Run", 0, "x", 1, NULL), 1, &r, &err), RMQ_OK);
@@ -559,7 +559,7 @@ static void test_write_window(const char *dir, bool sync) {
   CHECK_EQ_INT(rmq_commitlog_max_offset(cl), r.physical_offset + r.size);
 
   /* A run left without its wait: the store's close commits it. */
-  put_run(s, b, 200, firsts);
+  put_run(b, 200, firsts);
   rmq_batch_free(b);
   rmq_store_close(s);
   s = tu_open(dir, &cfg);
