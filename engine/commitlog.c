@@ -528,14 +528,87 @@ static bool stamp_record(rmq_commitlog *cl, uint8_t *rec, const rmq_record_head 
   return true;
 }
 
-/* Give back the queue offsets stamped before a failure at span `upto`, byte `at`. */
-static void unstamp(rmq_commitlog *cl, const rmq_span *spans, int upto, size_t at) {
+/*
+** Where a batch's records come from: spans in memory, or the first len bytes
+** of a file (a large transaction's, rmq_commitlog_put_file), read in chunks
+** of whole records through a buffer that stays hot: the kernel copies from
+** and to the page cache through its own mapping, where this process's
+** touching hundreds of megabytes of fresh memory would fault on every page.
+*/
+typedef struct batch_source {
+  const rmq_span *spans;
+  int nspans, next;
+  int fd;           /* -1: the spans */
+  int64_t len, pos; /* the file's bytes of records, and where the next chunk starts */
+  uint8_t *buf;     /* the chunk */
+  size_t cap;
+} batch_source;
+
+/* Bytes of a file source read at once (a record larger is read whole). */
+#define SOURCE_CHUNK (4 << 20)
+
+/* Whole records at the start of the n bytes at p: their length (0: the first is not whole). */
+static size_t whole_records(const uint8_t *p, size_t n, size_t *first_len) {
+  size_t at = 0;
+  *first_len = n >= 4 ? (size_t)rmq_get32(p) : 0;
+  while (n - at >= 4) {
+    int32_t len = rmq_get32(p + at);
+    if (len <= 0 || (size_t)len > n - at) break;
+    at += (size_t)len;
+  }
+  return at;
+}
+
+/* The next span of whole records into *out; out->len 0 at the end. */
+static int source_next(batch_source *src, rmq_span *out, rmq_err *err) {
+  *out = (rmq_span){0};
+  if (src->fd < 0) {
+    if (src->next < src->nspans) *out = src->spans[src->next++];
+    return RMQ_OK;
+  }
+  while (src->pos < src->len) {
+    size_t want = (size_t)(src->len - src->pos) < src->cap ? (size_t)(src->len - src->pos)
+                                                           : src->cap;
+    if (rmq_io_pread(src->fd, src->buf, want, src->pos) != (ssize_t)want) {
+      return rmq_err_set(err, RMQ_EIO, "cannot read a transaction's rows back: %s",
+                         errno ? strerror(errno) : "short read");
+    }
+    size_t first_len, n = whole_records(src->buf, want, &first_len);
+    if (n > 0) {
+      *out = (rmq_span){src->buf, n};
+      src->pos += (int64_t)n;
+      return RMQ_OK;
+    }
+    /* A record larger than the buffer: read it whole. */
+    uint8_t *grown = first_len > src->cap && (int64_t)first_len <= src->len - src->pos
+                         ? realloc(src->buf, first_len)
+                         : NULL;
+    if (!grown) break;
+    src->buf = grown;
+    src->cap = first_len;
+  }
+  if (src->pos < src->len) {
+    return rmq_err_set(err, RMQ_EINVAL, "the batch holds a record the store did not encode");
+  }
+  return RMQ_OK;
+}
+
+static void source_rewind(batch_source *src) {
+  src->next = 0;
+  src->pos = 0;
+}
+
+/* Give back the queue offsets of the batch's first `stamped` bytes, after a failure. */
+static void unstamp(rmq_commitlog *cl, batch_source *src, int64_t stamped) {
   rmq_tqt_entry *last = NULL;
   rmq_err ignored = {0};
-  for (int i = 0; i <= upto; i++) {
-    size_t end = i < upto ? spans[i].len : at;
+  rmq_span span;
+  source_rewind(src);
+  for (int64_t done = 0; done < stamped && source_next(src, &span, &ignored) == RMQ_OK && span.len;
+       done += (int64_t)span.len) {
+    size_t end = stamped - done < (int64_t)span.len ? (size_t)(stamped - done) : span.len;
     rmq_record_head h;
-    for (size_t p = 0; p < end && read_head(spans[i].data + p, end - p, &h, &ignored); p += h.len) {
+    for (size_t p = 0; p < end && read_head(span.data + p, end - p, &h, &ignored); p += h.len) {
       rmq_tqt_entry *e = is_transaction_skip(h.sys_flag) ? NULL : record_queue(cl, &h, &last);
       if (e) e->next_offset--;
     }
@@ -633,32 +706,45 @@ static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, i
 ** bytes copied so far zeroed, lest recovery take them for records after a
 ** crash.
 */
-static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span *spans, int nspans,
-                          int count, int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
+static int append_failed(rmq_commitlog *cl, rmq_mapped_file *mf, batch_source *src, int32_t start,
+                         int64_t stamped, size_t copied, rmq_err *err) {
+  unstamp(cl, src, stamped);
+  rmq_mapped_file_zero(mf, start, copied);
+  return err->code;
+}
+
+static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, batch_source *src, int count,
+                          int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;
   if (window_ready(cl, mf, total, count, st->run, err) != RMQ_OK) return err->code;
-  for (int i = 0; i < nspans; i++) {
+  uint8_t head[BATCH_HEAD] = {0};
+  rmq_span span;
+  int rc;
+  while ((rc = source_next(src, &span, err)) == RMQ_OK && span.len > 0) {
+    /* A file source is large: past the window, and by pwrite rather than through fresh pages. */
     uint8_t *dst = mf->write_buffer ? rmq_mapped_file_write_ptr(mf, pos)
-                   : !mf->transient && pos + (int64_t)spans[i].len <= ready ? mf->mapped + pos
-                                                                            : NULL;
-    size_t at, hold = i == 0 ? BATCH_HEAD : 0;
-    if (!stamp_span(cl, dst, &spans[i], hold, mf->file_from_offset + pos, st, &at, err)) {
-      unstamp(cl, spans, i, at);
-      rmq_mapped_file_zero(mf, start, (size_t)(pos - start) + (dst ? spans[i].len : 0));
-      return err->code;
+                   : !mf->transient && src->fd < 0 && pos + (int64_t)span.len <= ready
+                       ? mf->mapped + pos
+                       : NULL;
+    size_t at, hold = pos == start ? BATCH_HEAD : 0;
+    if (hold) memcpy(head, span.data, BATCH_HEAD);
+    if (!stamp_span(cl, dst, &span, hold, mf->file_from_offset + pos, st, &at, err)) {
+      return append_failed(cl, mf, src, start, pos - start + (int64_t)at,
+                           (size_t)(pos - start) + (dst ? span.len : 0), err);
     }
-    if (!dst && rmq_mapped_file_write(mf, pos + (int32_t)hold, spans[i].data + hold,
-                                      spans[i].len - hold, err) != RMQ_OK) {
-      unstamp(cl, spans, i + 1, 0);
-      rmq_mapped_file_zero(mf, start, (size_t)(pos - start));
-      return err->code;
+    if (!dst && rmq_mapped_file_write(mf, pos + (int32_t)hold, span.data + hold, span.len - hold,
+                                      err) != RMQ_OK) {
+      return append_failed(cl, mf, src, start, pos - start + (int64_t)span.len,
+                           (size_t)(pos - start), err);
     }
-    pos += (int32_t)spans[i].len;
+    pos += (int32_t)span.len;
+  }
+  if (rc != RMQ_OK || pos - start != total) {
+    if (rc == RMQ_OK) rmq_err_set(err, RMQ_EINVAL, "the batch's records do not add up to its size");
+    return append_failed(cl, mf, src, start, pos - start, (size_t)(pos - start), err);
   }
   if (flush_before_head(cl, mf, start, total, count, err) != RMQ_OK) {
-    unstamp(cl, spans, nspans, 0);
-    rmq_mapped_file_zero(mf, start, (size_t)total);
-    return err->code;
+    return append_failed(cl, mf, src, start, total, (size_t)total, err);
   }
   /*
   ** The compiler keeps the head's stores after the rest: a SIGKILL stops the
@@ -667,7 +753,7 @@ static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, const rmq_span
   ** publishes the batch.)
   */
   atomic_signal_fence(memory_order_seq_cst);
-  write_head(rmq_mapped_file_write_ptr(mf, start), spans[0].data);
+  write_head(rmq_mapped_file_write_ptr(mf, start), head);
   if (mf->write_buffer && !mf->pool) atomic_store(&cl->window_dirty, true);
   atomic_store(&mf->store_timestamp, st->now);
   publish(cl, mf, mf->file_from_offset + start + total, st->now);
@@ -732,23 +818,22 @@ static void after_append(rmq_commitlog *cl, int64_t end) {
 }
 
 /* Under the put lock: append the spans where the log ends; *first_offset, where that is. */
-static int locked_append(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                         int64_t total, stamp_state *st, int64_t *first_offset, rmq_err *err) {
+static int locked_append(rmq_commitlog *cl, batch_source *src, int count, int64_t total,
+                         stamp_state *st, int64_t *first_offset, rmq_err *err) {
   int32_t ready;
   rmq_mapped_file *mf = locked_segment(cl, total, &ready, err);
   if (!mf) return err->code;
   *first_offset = mf->file_from_offset + rmq_mapped_file_wrote(mf);
   if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, *first_offset + total);
-  return append_encoded(cl, mf, spans, nspans, count, total, st, ready, err);
+  return append_encoded(cl, mf, src, count, total, st, ready, err);
 }
 
-static int put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
-                       rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
-                       bool run, rmq_err *err) {
+static int put_encoded(rmq_commitlog *cl, batch_source *src, int count, rmq_put_result *results,
+                       int64_t *first_offset, int64_t *end_offset, bool run, rmq_err *err) {
   if (count <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
   if (!cl->mfq.writable) return rmq_err_set(err, RMQ_EINVAL, "the store is open read-only");
-  int64_t total = 0;
-  for (int i = 0; i < nspans; i++) total += (int64_t)spans[i].len;
+  int64_t total = src->len;
+  for (int i = 0; i < src->nspans; i++) total += (int64_t)src->spans[i].len;
   int rc = check_batch_size(cl, count, total, err);
   if (rc == RMQ_OK) rc = check_disk(cl, err);
   if (rc != RMQ_OK) return rc;
@@ -756,7 +841,7 @@ static int put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int
   if (rc != RMQ_OK) return rc;
   stamp_state st = {.now = rmq_now_ms(), .result = results, .run = run};
   atomic_store(&cl->begin_time_in_lock, st.now);
-  rc = locked_append(cl, spans, nspans, count, total, &st, first_offset, err);
+  rc = locked_append(cl, src, count, total, &st, first_offset, err);
   atomic_store(&cl->begin_time_in_lock, 0);
   put_unlock(cl);
   if (rc != RMQ_OK) return rc;
@@ -772,12 +857,23 @@ static int put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int
 int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                               rmq_put_result *results, int64_t *first_offset, int64_t *end_offset,
                               rmq_err *err) {
-  return put_encoded(cl, spans, nspans, count, results, first_offset, end_offset, false, err);
+  batch_source src = {.spans = spans, .nspans = nspans, .fd = -1};
+  return put_encoded(cl, &src, count, results, first_offset, end_offset, false, err);
 }
 
 int rmq_commitlog_put_encoded_run(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                                   int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
-  return put_encoded(cl, spans, nspans, count, NULL, first_offset, end_offset, true, err);
+  batch_source src = {.spans = spans, .nspans = nspans, .fd = -1};
+  return put_encoded(cl, &src, count, NULL, first_offset, end_offset, true, err);
+}
+
+int rmq_commitlog_put_file(rmq_commitlog *cl, int fd, int64_t len, int count, int64_t *first_offset,
+                           int64_t *end_offset, rmq_err *err) {
+  batch_source src = {.fd = fd, .len = len, .cap = SOURCE_CHUNK};
+  if ((src.buf = malloc(src.cap)) == NULL) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  int rc = put_encoded(cl, &src, count, NULL, first_offset, end_offset, false, err);
+  free(src.buf);
+  return rc;
 }
 
 /* ---------------------------------------------------------- slave append */

@@ -168,6 +168,14 @@ int rmq_commitlog_put_encoded(rmq_commitlog *cl, const rmq_span *spans, int nspa
 int rmq_commitlog_put_encoded_run(rmq_commitlog *cl, const rmq_span *spans, int nspans, int count,
                                   int64_t *first_offset, int64_t *end_offset, rmq_err *err);
 /*
+** As rmq_commitlog_put_encoded, for the records in the first len bytes of
+** file fd (a large transaction's, rmq_batch): read back in chunks, stamped
+** and written to the log by pwrite, the first head last. RMQ_EIO if the
+** file cannot be read.
+*/
+int rmq_commitlog_put_file(rmq_commitlog *cl, int fd, int64_t len, int count, int64_t *first_offset,
+                           int64_t *end_offset, rmq_err *err);
+/*
 ** A slave's append of what its master sent (CommitLog.appendData): len bytes
 ** of whole records, checked by the caller, at offset, which must be the
 ** log's end; an empty log (empty segments dropped) starts at offset, a

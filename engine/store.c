@@ -1037,6 +1037,8 @@ typedef struct put_args {
   int64_t *first_offset; /* spans: where the batch starts, -1 when it was not appended */
   int64_t *end_offset;   /* set: where it ends, and the caller waits (rmq_store_wait_flushed) */
   bool run;              /* it continues the caller's run of such puts (the write window) */
+  int fd;                /* > 0: the records are the first file_len bytes of this file */
+  int64_t file_len;
 } put_args;
 
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err);
@@ -1067,12 +1069,14 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
                        s->dir, s->cfg.ha_master);
   }
   int64_t end = 0;
-  int rc = a->run     ? rmq_commitlog_put_encoded_run(&s->commitlog, a->spans, a->nspans, a->n,
+  int rc = a->fd > 0  ? rmq_commitlog_put_file(&s->commitlog, a->fd, a->file_len, a->n,
+                                               a->first_offset, &end, err)
+           : a->run   ? rmq_commitlog_put_encoded_run(&s->commitlog, a->spans, a->nspans, a->n,
                                                       a->first_offset, &end, err)
            : a->spans ? rmq_commitlog_put_encoded(&s->commitlog, a->spans, a->nspans, a->n,
                                                   a->results, a->first_offset, &end, err)
                       : rmq_commitlog_put(&s->commitlog, a->msgs, a->n, a->results, &end, err);
-  if (rc != RMQ_OK && a->spans) *a->first_offset = -1;
+  if (rc != RMQ_OK && a->first_offset) *a->first_offset = -1;
   if (rc != RMQ_OK) return rc;
   rmq_reput_wakeup(s->reput);
   if (a->end_offset) {
@@ -1134,6 +1138,17 @@ int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nsp
                 .first_offset = first_offset,
                 .end_offset = end_offset,
                 .run = *end_offset != 0};
+  return timed_put(s, &a, err);
+}
+
+int rmq_store_put_encoded_file(rmq_store *s, int fd, int64_t len, int count, int64_t *first_offset,
+                               int64_t *end_offset, rmq_err *err) {
+  put_args a = {.fd = fd,
+                .file_len = len,
+                .n = count,
+                .first_offset = first_offset,
+                .end_offset = end_offset};
+  *first_offset = -1;
   return timed_put(s, &a, err);
 }
 
@@ -1587,7 +1602,28 @@ static int direct_put(rmq_store *s, const put_args *a, int64_t *end, rmq_err *er
   return rc;
 }
 
+/* A file's records in memory, for a follower, which may have to send them to the owner. */
+static int follower_put_file(rmq_store *s, const put_args *a, rmq_err *err) {
+  uint8_t *data = malloc((size_t)a->file_len);
+  if (!data)
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory for a batch of %lld bytes",
+                       (long long)a->file_len);
+  int rc = rmq_io_pread(a->fd, data, (size_t)a->file_len, 0) == a->file_len
+               ? RMQ_OK
+               : rmq_err_set(err, RMQ_EIO, "cannot read a transaction's rows back: %s",
+                             errno ? strerror(errno) : "short read");
+  rmq_span span = {data, (size_t)a->file_len};
+  put_args b = *a;
+  b.fd = 0;
+  b.spans = &span;
+  b.nspans = 1;
+  if (rc == RMQ_OK) rc = follower_put(s, &b, err);
+  free(data);
+  return rc;
+}
+
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
+  if (a->fd > 0) return follower_put_file(s, a, err);
   int64_t end = 0;
   int rc = direct_put(s, a, &end, err);
   if (rc == RMQ_EAGAIN) {

@@ -34,6 +34,13 @@ const char *rmq_store_delay_offset_report(rmq_store *s);
 */
 int rmq_store_put_encoded_unflushed(rmq_store *s, const rmq_span *spans, int nspans, int count,
                                     int64_t *first_offset, int64_t *end_offset, rmq_err *err);
+/*
+** rmq_store_put_encoded of the records in the first len bytes of file fd (a
+** large transaction, rmq_batch); end_offset as rmq_store_put_encoded_unflushed,
+** or NULL to wait as rmq_store_put_encoded does.
+*/
+int rmq_store_put_encoded_file(rmq_store *s, int fd, int64_t len, int count, int64_t *first_offset,
+                               int64_t *end_offset, rmq_err *err);
 /* The runs of the flush, commit and consume-queue flush services (rmq_stats). */
 void rmq_store_service_runs(rmq_store *s, rmq_stats *st);
 /*

@@ -272,10 +272,51 @@ static void test_append_failure(const char *dir) {
   rmq_store_close(s);
 }
 
+/*
+** A transaction larger than the block goes on in its memory file: levels
+** opened before the block filled and after, cut back across the file's end
+** and filled again over what was cut; a failed append (a poisoned store)
+** leaves a spilled batch whole.
+*/
+static void test_spill(const char *dir) {
+  enum { ROW = 100000 }; /* about 40 to a staging chunk */
+  rmq_store *s = open_store(dir, 64 << 20, 1 << 20);
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  rmq_batch *b = rmq_batch_new(s);
+  rmq_err err = {0};
+  for (int i = 0; i < 30; i++) add_bytes(b, 'a', ROW);
+  CHECK_EQ_INT(rmq_batch_savepoint(b, 0, &err), RMQ_OK);
+  for (int i = 0; i < 50; i++) add_bytes(b, 'b', ROW);
+  CHECK_EQ_INT(rmq_batch_savepoint(b, 1, &err), RMQ_OK);
+  for (int i = 0; i < 50; i++) add_bytes(b, 'c', ROW);
+  rmq_batch_rollback_to(b, 1);
+  CHECK_EQ_INT(rmq_batch_count(b), 80);
+  rmq_batch_rollback_to(b, 0);
+  CHECK_EQ_INT(rmq_batch_count(b), 30);
+  for (int i = 0; i < 60; i++) add_bytes(b, 'd', ROW);
+  append_ok(b, 0);
+  char a[16], d[16];
+  snprintf(a, sizeof a, "@a:%d", ROW);
+  snprintf(d, sizeof d, "@d:%d", ROW);
+  const char *expected[91];
+  for (int i = 0; i < 90; i++) expected[i] = i < 30 ? a : d;
+  expected[90] = NULL;
+  check_log(s, 0, 0, expected);
+  int64_t end = rmq_commitlog_max_offset(cl);
+  for (int i = 0; i < 50; i++) add_bytes(b, 'e', ROW);
+  rmq_commitlog_poison(cl, "a test poisoned it");
+  int64_t first;
+  CHECK_EQ_INT(rmq_batch_append(b, &first, &err), RMQ_EPOISONED);
+  CHECK_EQ_INT(rmq_batch_count(b), 50);
+  CHECK_EQ_INT(rmq_commitlog_max_offset(cl), end);
+  rmq_batch_free(b);
+  rmq_store_close(s);
+}
+
 int main(void) {
-  void (*tests[])(const char *) = {test_add_append,    test_rollback_to,  test_release,
-                                   test_clear,         test_encode_error, test_large_records,
-                                   test_append_failure};
+  void (*tests[])(const char *) = {test_add_append,     test_rollback_to,  test_release,
+                                   test_clear,          test_encode_error, test_large_records,
+                                   test_append_failure, test_spill};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
     tu_tmpdir(dir, sizeof dir);
