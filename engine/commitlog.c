@@ -697,15 +697,7 @@ static int window_ready(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t total, i
   return rmq_mapped_file_window_room(mf, (int32_t)total, err);
 }
 
-/*
-** Stamp the records of the spans and copy them into mf, the batch's head
-** last; under the put lock. A span goes into the write window when there is
-** one, else through the mapping when it lands below `ready` (pages
-** pre-filled and mapped), else by rmq_mapped_file_write. A bad record or a failed write fails the batch
-** before anything is published: its queue offsets are given back and the
-** bytes copied so far zeroed, lest recovery take them for records after a
-** crash.
-*/
+/* A failed batch: the queue offsets of its first `stamped` bytes given back, `copied` zeroed. */
 static int append_failed(rmq_commitlog *cl, rmq_mapped_file *mf, batch_source *src, int32_t start,
                          int64_t stamped, size_t copied, rmq_err *err) {
   unstamp(cl, src, stamped);
@@ -713,6 +705,15 @@ static int append_failed(rmq_commitlog *cl, rmq_mapped_file *mf, batch_source *s
   return err->code;
 }
 
+/*
+** Stamp the source's records and copy them into mf, the batch's head last;
+** under the put lock. A span goes into the write window when there is one,
+** else through the mapping when it lands below `ready` (pages pre-filled and
+** mapped), else by rmq_mapped_file_write. A bad record or a failed write
+** fails the batch before anything is published: its queue offsets are given
+** back and the bytes copied so far zeroed, lest recovery take them for
+** records after a crash.
+*/
 static int append_encoded(rmq_commitlog *cl, rmq_mapped_file *mf, batch_source *src, int count,
                           int64_t total, stamp_state *st, int32_t ready, rmq_err *err) {
   int32_t start = rmq_mapped_file_wrote(mf), pos = start;

@@ -423,7 +423,7 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t target = rmq_mapped_file_read_position(mf);
   if (able_to(flushed, target, mf->file_size, least_pages)) {
     int32_t start = flushed - flushed % RMQ_OS_PAGE_SIZE;
-    /* A window's file is forced by range too: pages it did not write stay out (pre-filled zeros). */
+    /* A window's file is forced by range too: pages past it (pre-filled zeros) stay out. */
     bool pool = mf->transient && mf->pool;
     int fd = pool ? fd_get(mf) : -1;
     int sys = pool ? (fd < 0 ? -1 : rmq_io_fsync(fd))

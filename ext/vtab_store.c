@@ -32,7 +32,8 @@
 ** skips it). Columns the store assigns cannot be given. In autocommit mode
 ** each row is appended when it is inserted and last_insert_rowid() is its
 ** commit-log offset; a statement's rows after its first form a run, which
-** waits in the store's write window until xSync (or xRollback). Inside BEGIN ... COMMIT rows are kept per connection
+** waits in the store's write window until xSync (or xRollback). Inside
+** BEGIN ... COMMIT rows are kept per connection
 ** and appended at COMMIT (xSync) as one contiguous batch; ROLLBACK, ROLLBACK
 ** TO and a failed statement drop exactly their rows; DROP TABLE is refused
 ** (SQLITE_LOCKED) while rows wait for COMMIT. With flush='sync' a COMMIT,
