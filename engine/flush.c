@@ -95,11 +95,12 @@ static void flush_real_time_run(rmq_service_thread *st) {
 /* ----------------------------------------------------- CommitRealTime */
 
 /*
-** Commit everything written so far, segment after segment; then the flush
-** thread and the dispatcher are told, since readers see only committed bytes.
-** *moved: whether anything was committed.
+** Commit everything written so far, segment after segment; then the
+** dispatcher is told, since readers see only committed bytes, and the flush
+** thread unless it is the caller (the group commit). *moved: whether
+** anything was committed.
 */
-static int commit_written(rmq_flush_service *fs, bool *moved, rmq_err *err) {
+static int commit_written(rmq_flush_service *fs, bool wake_flush, bool *moved, rmq_err *err) {
   bool step = true;
   int rc = RMQ_OK;
   *moved = false;
@@ -110,7 +111,7 @@ static int commit_written(rmq_flush_service *fs, bool *moved, rmq_err *err) {
   if (rc != RMQ_OK) {
     on_io_failure(fs, err);
   } else if (*moved) {
-    rmq_service_thread_wakeup(&fs->flush_thread);
+    if (wake_flush) rmq_service_thread_wakeup(&fs->flush_thread);
     tell_readers(fs);
   }
   return rc;
@@ -124,7 +125,7 @@ static void commit_real_time_run(rmq_service_thread *st) {
     rmq_err err = {0};
     bool moved;
     /* commitCommitLogThoroughInterval equals the interval: every pass commits all. */
-    if (commit_written(fs, &moved, &err) == RMQ_OK && moved) {
+    if (commit_written(fs, true, &moved, &err) == RMQ_OK && moved) {
       atomic_fetch_add(&fs->commit_runs, 1);
     }
   }
@@ -132,7 +133,7 @@ static void commit_real_time_run(rmq_service_thread *st) {
 
 int rmq_flush_commit(rmq_flush_service *fs, rmq_err *err) {
   bool moved;
-  return rmq_commitlog_buffered(fs->cl) ? commit_written(fs, &moved, err) : RMQ_OK;
+  return rmq_commitlog_buffered(fs->cl) ? commit_written(fs, true, &moved, err) : RMQ_OK;
 }
 
 /* ---------------------------------------------------- GroupCommit */
@@ -170,7 +171,7 @@ static void complete_requests(rmq_flush_service *fs, int rc) {
 */
 static int flush_to(rmq_flush_service *fs, int64_t target, rmq_err *err) {
   bool moved, any = false;
-  int rc = rmq_commitlog_buffered(fs->cl) ? commit_written(fs, &moved, err) : RMQ_OK;
+  int rc = rmq_commitlog_buffered(fs->cl) ? commit_written(fs, false, &moved, err) : RMQ_OK;
   if (rc != RMQ_OK) return rc;
   rmq_commitlog_follow_shared(fs->cl);
   do {
