@@ -9,7 +9,7 @@
 **
 ** Before each request it unlocks the warmed segment the writer left, if
 ** any. Between requests the same thread maps in staging chunks for transactions
-** being built (staging.h), then pre-faults the writer's segment a window
+** being built (staging.h), then maps the writer's segment writable a window
 ** ahead of its write position (an addition to RocketMQ, whose only remedy is
 ** warming whole files): page faults then happen off the append path.
 ** Staging comes first: an inserting thread needs its chunk now, the commit
@@ -50,11 +50,9 @@ struct rmq_allocate_service {
   pthread_mutex_t mu;
   pthread_cond_t done_cond;
   allocate_request *head;
-  rmq_mapped_file *current;    /* the writer's segment (held), pre-faulted ahead of it */
-  rmq_mapped_file *left;       /* a warmed segment the writer has left (held), to unlock */
-  int32_t prefaulted;          /* bytes of current already pre-faulted; service thread only */
-  pthread_mutex_t prefault_mu; /* held over a pre-fault step */
-  bool populate_only;          /* under prefault_mu: other processes write past the writer */
+  rmq_mapped_file *current; /* the writer's segment (held), pre-faulted ahead of it */
+  rmq_mapped_file *left;    /* a warmed segment the writer has left (held), to unlock */
+  int32_t prefaulted;       /* bytes of current already pre-faulted; service thread only */
 };
 
 static allocate_request *find_request(rmq_allocate_service *svc, const char *path) {
@@ -126,13 +124,14 @@ static void create_file(rmq_allocate_service *svc, allocate_request *r) {
 }
 
 /*
-** Ready the next step of pages ahead of the writer, so that its appends do
-** not stop for the kernel to allocate page cache and fault it in: pre-fill
-** them with zeros (rmq_mapped_file_prefill), then map them writable
-** (MADV_POPULATE_WRITE, bytes untouched). The window is PREFAULT_AHEAD plus
-** the staging memory of open transactions, whose COMMIT copies that much at
-** once. Pages below the writer's claim are left to the writer. False when
-** there is nothing to do.
+** Map the next step of pages ahead of the writer, so that its appends do not
+** stop for page faults. Only mapped (MADV_POPULATE_WRITE), never written:
+** the bytes stay the file's, whoever writes them (this process's writer or
+** another process's, shared_log.h). Zeros written ahead by pwrite instead
+** made the writer slower: the kernel writes them back and write-protects
+** the pages again before the writer's bytes land. The window is
+** PREFAULT_AHEAD plus the staging memory of open transactions, whose COMMIT
+** copies that much at once. False when there is nothing to do.
 */
 static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   if (mf->transient || svc->prefaulted >= mf->file_size) return false;
@@ -140,20 +139,13 @@ static bool prefault_step(rmq_allocate_service *svc, rmq_mapped_file *mf) {
   int64_t pending = (int64_t)rmq_staging_out(svc->staging) * RMQ_STAGING_CHUNK;
   int64_t target = (int64_t)wrote + PREFAULT_AHEAD + pending;
   if (target > mf->file_size) target = mf->file_size;
-  int32_t from = atomic_load(&mf->write_claim);
-  if (from < wrote) from = wrote;
-  if (from < svc->prefaulted) from = svc->prefaulted;
+  int32_t from = wrote > svc->prefaulted ? wrote : svc->prefaulted;
   from += (RMQ_OS_PAGE_SIZE - from % RMQ_OS_PAGE_SIZE) % RMQ_OS_PAGE_SIZE;
   if (from >= target) return false;
   int32_t to = target - from > PREFAULT_STEP ? from + PREFAULT_STEP : (int32_t)target;
-  /* Pages that other processes may be writing are only mapped: a pre-fill could zero their bytes. */
-  int32_t done = svc->populate_only ? to : rmq_mapped_file_prefill(mf, from, to);
-  if (done == from) return false;
-  /* Without the call (Linux < 5.14) the pages are only in the page cache. */
-  if (madvise(mf->mapped + from, (size_t)(done - from), MADV_POPULATE_WRITE) == 0) {
-    atomic_store(&mf->prefilled_position, done);
-  }
-  svc->prefaulted = done;
+  /* Without the call (Linux < 5.14) the writer faults its pages in itself. */
+  if (rmq_mapped_file_populate(mf, from, to - from)) atomic_store(&mf->populated_position, to);
+  svc->prefaulted = to;
   return true;
 }
 
@@ -198,9 +190,7 @@ static void allocate_run(rmq_service_thread *st) {
     pthread_mutex_lock(&svc->mu);
     rmq_mapped_file *cur = take_current(svc, &seen);
     pthread_mutex_unlock(&svc->mu);
-    pthread_mutex_lock(&svc->prefault_mu);
     bool worked = cur && prefault_step(svc, cur);
-    pthread_mutex_unlock(&svc->prefault_mu);
     bool done = !cur || svc->prefaulted >= cur->file_size;
     if (cur) rmq_mapped_file_release(cur);
     /* While the writer's segment is not fully pre-faulted, look again soon. */
@@ -241,12 +231,6 @@ void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf) {
 
 void rmq_allocate_wakeup(rmq_allocate_service *svc) { rmq_service_thread_wakeup(&svc->thread); }
 
-void rmq_allocate_populate_only(rmq_allocate_service *svc) {
-  pthread_mutex_lock(&svc->prefault_mu);
-  svc->populate_only = true;
-  pthread_mutex_unlock(&svc->prefault_mu);
-}
-
 rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
                                                rmq_transient_store_pool *pool,
                                                rmq_staging_pool *staging) {
@@ -257,7 +241,6 @@ rmq_allocate_service *rmq_allocate_service_new(bool warm, bool flush_sync,
   svc->pool = pool;
   svc->staging = staging;
   pthread_mutex_init(&svc->mu, NULL);
-  pthread_mutex_init(&svc->prefault_mu, NULL);
   rmq_cond_init_monotonic(&svc->done_cond);
   rmq_service_thread_init(&svc->thread, "AllocateMappedFileService", allocate_run, svc);
   return svc;
@@ -279,7 +262,6 @@ void rmq_allocate_service_free(rmq_allocate_service *svc) {
   }
   pthread_cond_destroy(&svc->done_cond);
   pthread_mutex_destroy(&svc->mu);
-  pthread_mutex_destroy(&svc->prefault_mu);
   free(svc);
 }
 

@@ -50,12 +50,6 @@ void rmq_allocate_attach(rmq_allocate_service *svc, rmq_mapped_file_queue *q);
 
 /* Pre-fault pages of mf (the writer's segment) ahead of its write position. */
 void rmq_allocate_prefault(rmq_allocate_service *svc, rmq_mapped_file *mf);
-/*
-** Pre-fault by mapping pages only (MADV_POPULATE_WRITE), no more pre-fill,
-** once a step under way is done: other processes write past this one's end
-** (shared_log.h), where a pre-fill would zero their bytes.
-*/
-void rmq_allocate_populate_only(rmq_allocate_service *svc);
 /* Look for work now (a staging chunk was taken). */
 void rmq_allocate_wakeup(rmq_allocate_service *svc);
 

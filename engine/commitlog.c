@@ -418,7 +418,6 @@ static void publish(rmq_commitlog *cl, rmq_mapped_file *mf, int64_t end, int64_t
 static rmq_mapped_file *roll_segment(rmq_commitlog *cl, rmq_mapped_file *mf, rmq_err *err) {
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH, err) != RMQ_OK) return NULL;
-  rmq_mapped_file_claim(mf, pos + RMQ_END_FILE_MIN_BLANK_LENGTH);
   int64_t end = mf->file_from_offset + mf->file_size;
   if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, end);
   if (mf == cl->window_mf && window_let_go(cl, err) != RMQ_OK) return NULL;
@@ -454,8 +453,8 @@ static rmq_mapped_file *writable_segment(rmq_commitlog *cl, int64_t need, int32_
   if (!mf) return NULL;
   int32_t pos = rmq_mapped_file_wrote(mf);
   if (rmq_mapped_file_reserve(mf, pos + (int32_t)need, err) != RMQ_OK) return NULL;
-  *ready = rmq_mapped_file_claim(mf, pos + (int32_t)need);
-  /* Nothing pre-fills ahead while other processes append: write through the mapping. */
+  *ready = atomic_load(&mf->populated_position);
+  /* Other processes' bytes may lie ahead: write through the mapping, never by pwrite. */
   if (rmq_commitlog_direct_writers(cl)) *ready = mf->file_size;
   return mf;
 }
@@ -708,8 +707,8 @@ static int append_failed(rmq_commitlog *cl, rmq_mapped_file *mf, batch_source *s
 /*
 ** Stamp the source's records and copy them into mf, the batch's head last;
 ** under the put lock. A span goes into the write window when there is one,
-** else through the mapping when it lands below `ready` (pages pre-filled and
-** mapped), else by rmq_mapped_file_write. A bad record or a failed write
+** else through the mapping when it lands below `ready` (pages mapped ahead),
+** else by rmq_mapped_file_write. A bad record or a failed write
 ** fails the batch before anything is published: its queue offsets are given
 ** back and the bytes copied so far zeroed, lest recovery take them for
 ** records after a crash.
@@ -937,7 +936,6 @@ static int locked_append_data(rmq_commitlog *cl, int64_t offset, const uint8_t *
   if (len == 0) return RMQ_OK;
   int rc = rmq_mapped_file_reserve(mf, pos + (int32_t)len, err);
   if (rc != RMQ_OK) return rc;
-  rmq_mapped_file_claim(mf, pos + (int32_t)len);
   if (shared_puts(cl)) rmq_shared_writer_pending(&cl->shared, offset + (int64_t)len);
   rc = rmq_mapped_file_write(mf, pos, data, len, err);
   if (rc != RMQ_OK) return rc;

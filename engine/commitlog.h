@@ -141,7 +141,7 @@ int32_t rmq_commitlog_encode_timeup(rmq_commitlog *cl, const rmq_message *m, uin
 
 /*
 ** Make sure the log has a segment to write to (a new store has none), so
-** that the allocation thread pre-fills it while a first transaction is
+** that the allocation thread maps it ahead while a first transaction is
 ** being built. Errors are left for the append to report.
 */
 void rmq_commitlog_prepare_segment(rmq_commitlog *cl);

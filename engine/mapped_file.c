@@ -423,7 +423,7 @@ int rmq_mapped_file_flush(rmq_mapped_file *mf, int least_pages, rmq_err *err) {
   int32_t target = rmq_mapped_file_read_position(mf);
   if (able_to(flushed, target, mf->file_size, least_pages)) {
     int32_t start = flushed - flushed % RMQ_OS_PAGE_SIZE;
-    /* A window's file is forced by range too: pages past it (pre-filled zeros) stay out. */
+    /* A window's file is forced by range too: pages mapped ahead of it stay out. */
     bool pool = mf->transient && mf->pool;
     int fd = pool ? fd_get(mf) : -1;
     int sys = pool ? (fd < 0 ? -1 : rmq_io_fsync(fd))
@@ -545,11 +545,10 @@ void rmq_mapped_file_random_access(rmq_mapped_file *mf) {
   madvise(mf->mapped, (size_t)mf->file_size, MADV_RANDOM);
 }
 
-void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
-  if (mf->writable && !mf->transient) {
-    int32_t start = from - from % RMQ_OS_PAGE_SIZE;
-    madvise(mf->mapped + start, (size_t)(from + len - start), MADV_POPULATE_WRITE);
-  }
+bool rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len) {
+  if (!mf->writable || mf->transient) return false;
+  int32_t start = from - from % RMQ_OS_PAGE_SIZE;
+  return madvise(mf->mapped + start, (size_t)(from + len - start), MADV_POPULATE_WRITE) == 0;
 }
 
 /* A write this large goes through pwrite (rmq_mapped_file_write), */
@@ -596,37 +595,6 @@ void rmq_mapped_file_zero(rmq_mapped_file *mf, int32_t at, size_t len) {
     }
   }
   fd_put(mf, fd);
-}
-
-/*
-** The claim and a pre-fill each publish before they look at the other
-** (sequentially consistent), so at least one sees the other: the pre-fill
-** then gives up, or the writer waits for it to end.
-*/
-int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto) {
-  /* Read first: a pre-fill that starts after the claim begins above it. */
-  int32_t ready = atomic_load(&mf->prefilled_position);
-  atomic_store(&mf->write_claim, upto);
-  for (;;) {
-    int64_t busy = atomic_load(&mf->prefilling);
-    if (busy == 0 || (int32_t)(busy >> 32) >= upto) return ready;
-    sched_yield();
-  }
-}
-
-int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to) {
-  int fd = fd_get(mf);
-  while (fd >= 0 && from < to) {
-    int32_t end = to - from < PWRITE_PIECE ? to : from + PWRITE_PIECE;
-    atomic_store(&mf->prefilling, (int64_t)from << 32 | end);
-    bool ok = atomic_load(&mf->write_claim) <= from &&
-              rmq_io_pwrite(fd, zeros, (size_t)(end - from), from) == end - from;
-    atomic_store(&mf->prefilling, 0);
-    if (!ok) break;
-    from = end;
-  }
-  fd_put(mf, fd);
-  return from;
 }
 
 int rmq_mapped_file_write(rmq_mapped_file *mf, int32_t at, const void *data, size_t len,

@@ -53,9 +53,7 @@ typedef struct rmq_mapped_file {
   atomic_int committed_position;
   atomic_int flushed_position;
   atomic_int reserved_position;    /* disk blocks are allocated below this (commit log) */
-  atomic_int write_claim;          /* the writer writes below this next (commit log) */
-  _Atomic int64_t prefilling;      /* 0, or the range being pre-filled: from << 32 | to */
-  atomic_int prefilled_position;   /* pages from the write position to here are pre-filled */
+  atomic_int populated_position;   /* pages from the write position to here are mapped */
   _Atomic int64_t store_timestamp; /* store time of the last record appended */
   atomic_int refcount;
   atomic_bool available;
@@ -247,9 +245,11 @@ int rmq_mapped_file_reserve_ahead(rmq_mapped_file *mf, int32_t upto, int32_t ahe
 ** bytes untouched), so that later writes take no page fault: on ext4 a first
 ** write to a page updates the file's mtime through the journal, and can wait
 ** for a journal commit. Consume-queue segments are populated as they are
-** reserved, step by step.
+** reserved, step by step; the commit log ahead of its writer by the
+** allocation thread. False when the pages are not mapped (a transient
+** segment, or a kernel without the call).
 */
-void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
+bool rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 
 /*
 ** Take the file's pages out of this process's mapping (MADV_DONTNEED): they
@@ -258,23 +258,6 @@ void rmq_mapped_file_populate(rmq_mapped_file *mf, int32_t from, int32_t len);
 void rmq_mapped_file_drop_pages(rmq_mapped_file *mf);
 /* Faults read only the page they need (MADV_RANDOM): no read-ahead of the file's holes. */
 void rmq_mapped_file_random_access(rmq_mapped_file *mf);
-/*
-** The writer is about to write below `upto`: wait out a pre-fill over its
-** bytes and keep later ones above them. Called under the put lock before
-** any write to the commit log's segment. Returns how far the pages from the
-** write position on were pre-filled and mapped before the claim.
-*/
-int32_t rmq_mapped_file_claim(rmq_mapped_file *mf, int32_t upto);
-/*
-** Pre-fill [from, to) with zeros by pwrite, so that the writer's bytes land
-** in page cache that exists (the pre-fault thread). pwrite makes page cache
-** faster than faulting pages in one by one, above all on a virtual machine.
-** Stops at the writer's claim (its bytes are never overwritten) or a failed
-** write, which changes nothing on disk (the range held zeros and stays
-** unwritten): the writer's own write or flush of those pages meets the
-** failure and reports it. Returns how far it got.
-*/
-int32_t rmq_mapped_file_prefill(rmq_mapped_file *mf, int32_t from, int32_t to);
 /*
 ** Copy len bytes to offset `at` of the segment, not yet published. A large
 ** write goes through pwrite: the kernel then fills page-cache pages without

@@ -24,8 +24,8 @@
 **                    every process refuses puts until a clean pass clears it.
 **   poisoned         the owner's flush failed: followers send their puts to
 **                    the owner, which refuses them with its reason.
-**   direct_writers   a follower appends itself: the owner stops pre-filling
-**                    ahead of its own end (those bytes may be another's).
+**   direct_writers   a follower appends itself: every writer then writes
+**                    through the mapping (no write window).
 **   cut              bumped when an owner's recovery ends the log before
 **                    `wrote`: a follower's queue offsets are stale then.
 */

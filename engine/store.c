@@ -768,10 +768,6 @@ static int store_open_steps(rmq_store *s, bool may_follow, rmq_err *err) {
   if (rc != RMQ_OK || !writable) return rc == RMQ_OK && s->via_owner ? start_follower(s, err) : rc;
   rc = start_ha_service(s, err);
   if (rc == RMQ_OK) rc = start_services(s, err);
-  /* Followers that append themselves came before: their bytes lie past this one's end. */
-  if (rc == RMQ_OK && rmq_commitlog_direct_writers(&s->commitlog)) {
-    rmq_allocate_populate_only(s->allocate);
-  }
   unlock_shared_log(s);
   if (rc == RMQ_OK) rc = rmq_com_load(s->dir, &s->offsets, err);
   if (rc == RMQ_OK) rc = load_topics(s, err);
@@ -1548,8 +1544,7 @@ static int make_appender(rmq_store *s, rmq_err *err) {
 }
 
 /*
-** Ask the owner to let this process append itself (it stops pre-filling
-** past its own end, and answers with every queue's next offset at the log's
+** Ask the owner to let this process append itself (it answers with every queue's next offset at the log's
 ** end), then read back what was appended since. An owner that refuses
 ** (its puts go through a write buffer, or it is a slave) is not asked again.
 */
@@ -1726,7 +1721,6 @@ static int serve_join(rmq_store *s, rmq_remote_response *r, rmq_err *err) {
   }
   int rc = rmq_commitlog_let_others_append(&s->commitlog, err);
   if (rc != RMQ_OK) return rc;
-  rmq_allocate_populate_only(s->allocate);
   return rmq_commitlog_queue_offsets(&s->commitlog, &r->body, &r->body_len, &r->a, err);
 }
 

@@ -1,8 +1,7 @@
 /*
-** test_mapped_file.c: the commit-log segment's pre-fill (zeros written
-** ahead of the writer) never overwrites bytes the writer claimed; the
-** pre-fill and the zeroing of a failed write go through io.h, and a failed
-** zeroing is reported. A deleted segment waits for its readers: it stays
+** test_mapped_file.c: mapping the commit-log segment's pages ahead of the
+** writer (populate) never changes a byte the writer wrote; the zeroing of a
+** failed write goes through io.h, and a failed zeroing is reported. A deleted segment waits for its readers: it stays
 ** mapped and on disk while held, goes at the last release, and a reader that
 ** holds it past the grace period finds it revoked (zeros, never SIGBUS).
 ** A queue makes no segment outside offsets 0 to RMQ_MAX_LOG_OFFSET, and
@@ -38,10 +37,9 @@ static rmq_mapped_file *open_segment(const char *dir) {
 /* The byte the writer puts at pos. */
 static uint8_t pattern(int32_t pos) { return (uint8_t)(pos % 251 + 1); }
 
-/* Append [pos, pos + len) as the commit log's writer does: claim, copy, publish. */
+/* Append [pos, pos + len) as the commit log's writer does: copy, publish. */
 static void append(rmq_mapped_file *mf, int32_t len) {
   int32_t pos = rmq_mapped_file_wrote(mf);
-  rmq_mapped_file_claim(mf, pos + len);
   for (int32_t i = 0; i < len; i++) mf->mapped[pos + i] = pattern(pos + i);
   rmq_mapped_file_advance(mf, len);
 }
@@ -53,47 +51,42 @@ static int32_t first_wrong(rmq_mapped_file *mf, int32_t upto) {
   return -1;
 }
 
-static void test_prefill_stops_at_claim(const char *dir) {
+static void test_populate_keeps_bytes(const char *dir) {
   rmq_mapped_file *mf = open_segment(dir);
   if (!mf) return;
   append(mf, 10000);
-  /* Below the claim: nothing is written. */
-  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 4096, 65536), 4096);
+  /* Over written bytes and past them: mapped, nothing changed. */
+  CHECK(rmq_mapped_file_populate(mf, 0, 1 << 20));
   CHECK_EQ_INT(first_wrong(mf, 10000), -1);
-  /* Above it: zeros, in the page cache. */
-  memset(mf->mapped + 20000, 7, 100);
-  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 12288, 1 << 20), 1 << 20);
-  CHECK_EQ_INT(mf->mapped[20050], 0);
-  CHECK_EQ_INT(first_wrong(mf, 10000), -1);
+  CHECK_EQ_INT(mf->mapped[20000], 0);
   rmq_mapped_file_shutdown(mf, true);
 }
 
 typedef struct race {
   rmq_mapped_file *mf;
   atomic_bool done;
-  int prefills;
+  int populates;
 } race;
 
-/* Pre-fill from wherever the writer is, as the allocation thread does, until it is done. */
-static void *prefiller(void *p) {
+/* Populate from the page the writer is on, as the allocation thread does, until it is done. */
+static void *populater(void *p) {
   race *r = p;
   while (!atomic_load(&r->done)) {
-    int32_t from = atomic_load(&r->mf->write_claim);
-    from += (4096 - from % 4096) % 4096;
+    int32_t from = rmq_mapped_file_wrote(r->mf);
     if (from >= SIZE) break;
     int32_t to = from + (1 << 20) > SIZE ? SIZE : from + (1 << 20);
-    if (rmq_mapped_file_prefill(r->mf, from, to) > from) r->prefills++;
+    if (rmq_mapped_file_populate(r->mf, from, to - from)) r->populates++;
   }
   return NULL;
 }
 
-/* A writer racing a pre-filler over the whole segment keeps every byte it wrote. */
-static void test_prefill_races_writer(const char *dir) {
+/* A writer racing a populate over the whole segment keeps every byte it wrote. */
+static void test_populate_races_writer(const char *dir) {
   rmq_mapped_file *mf = open_segment(dir);
   if (!mf) return;
   race r = {.mf = mf};
   pthread_t th;
-  pthread_create(&th, NULL, prefiller, &r);
+  pthread_create(&th, NULL, populater, &r);
   /* Appends of varied sizes, some spanning several pages. */
   int32_t sizes[] = {1, 300, 4096, 5000, 70000, 131072, 17};
   for (int i = 0; rmq_mapped_file_wrote(mf) < SIZE; i++) {
@@ -103,7 +96,7 @@ static void test_prefill_races_writer(const char *dir) {
   atomic_store(&r.done, true);
   pthread_join(th, NULL);
   CHECK_EQ_INT(first_wrong(mf, SIZE), -1);
-  CHECK(r.prefills > 0);
+  CHECK(r.populates > 0);
   rmq_mapped_file_shutdown(mf, true);
 }
 
@@ -141,16 +134,6 @@ static void test_zero_failure_is_reported(const char *dir) {
   CHECK_EQ_INT(t.calls, 2);
   CHECK(strstr(t.why, "at 4096 of ") && strstr(t.why, "short write"));
   rmq_io_fault(RMQ_IO_PWRITE, 0, 0, -1);
-  rmq_mapped_file_shutdown(mf, true);
-}
-
-static void test_prefill_stops_at_failure(const char *dir) {
-  rmq_mapped_file *mf = open_segment(dir);
-  if (!mf) return;
-  /* The third piece of 256 KiB fails: the first two are pre-filled. */
-  rmq_io_fault(RMQ_IO_PWRITE, 3, ENOSPC, -1);
-  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 0, 1 << 20), 512 << 10);
-  CHECK_EQ_INT(rmq_mapped_file_prefill(mf, 512 << 10, 1 << 20), 1 << 20);
   rmq_mapped_file_shutdown(mf, true);
 }
 
@@ -356,9 +339,8 @@ static void test_map_count_limit(const char *dir) {
 int main(void) {
   char dir[64];
   void (*tests[])(const char *) = {
-      test_prefill_stops_at_claim,        test_prefill_races_writer,
-      test_prefill_races_writer,          test_prefill_races_writer,
-      test_zero_failure_is_reported,      test_prefill_stops_at_failure,
+      test_populate_keeps_bytes,          test_populate_races_writer,
+      test_populate_races_writer,         test_zero_failure_is_reported,
       test_deleted_file_waits_for_reader, test_unread_file_goes_at_once,
       test_reader_past_grace_is_revoked,  test_segment_bounds,
       test_segment_name_past_bound,       test_map_count_limit};

@@ -376,19 +376,19 @@ static void encode_into(rmq_store *s, const rmq_message *m, uint8_t *buf, size_t
 }
 
 /*
-** Have the allocation thread pre-fill the first segment, as a transaction's
+** Have the allocation thread map the first segment, as a transaction's
 ** first row does: a batch is then copied through the mapping, not written.
 */
-static void prefill_first_segment(rmq_store *s) {
+static void populate_first_segment(rmq_store *s) {
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_commitlog_prepare_segment(cl);
   rmq_mapped_file *mf = rmq_mfq_last(&cl->mfq);
   CHECK(mf != NULL);
   if (!mf) return;
-  for (int i = 0; i < 500 && atomic_load(&mf->prefilled_position) < mf->file_size; i++) {
+  for (int i = 0; i < 500 && atomic_load(&mf->populated_position) < mf->file_size; i++) {
     usleep(10000);
   }
-  CHECK_EQ_INT(atomic_load(&mf->prefilled_position), mf->file_size);
+  CHECK_EQ_INT(atomic_load(&mf->populated_position), mf->file_size);
   rmq_mapped_file_release(mf);
 }
 
@@ -398,11 +398,11 @@ static void prefill_first_segment(rmq_store *s) {
 ** offset, the store time, a delayed message rewritten; a second batch
 ** continues where the first ended.
 */
-static void put_encoded(const char *dir, bool prefilled) {
+static void put_encoded(const char *dir, bool populated) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
-  if (prefilled) prefill_first_segment(s);
+  if (populated) populate_first_segment(s);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
   static uint8_t a[4096], b[4096];
@@ -457,11 +457,11 @@ static void put_encoded(const char *dir, bool prefilled) {
 ** segment (nothing written), or holding a record the store did not encode
 ** (queue offsets given back, nothing published, the bytes copied zeroed).
 */
-static void put_encoded_failures(const char *dir, bool prefilled) {
+static void put_encoded_failures(const char *dir, bool populated) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
-  if (prefilled) prefill_first_segment(s);
+  if (populated) populate_first_segment(s);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
   static char body[SEG / 3];
@@ -509,9 +509,9 @@ static void put_encoded_failures(const char *dir, bool prefilled) {
 }
 
 static void test_put_encoded(const char *dir) { put_encoded(dir, false); }
-static void test_put_encoded_prefilled(const char *dir) { put_encoded(dir, true); }
+static void test_put_encoded_populated(const char *dir) { put_encoded(dir, true); }
 static void test_put_encoded_failures(const char *dir) { put_encoded_failures(dir, false); }
-static void test_put_encoded_failures_prefilled(const char *dir) {
+static void test_put_encoded_failures_populated(const char *dir) {
   put_encoded_failures(dir, true);
 }
 
@@ -709,7 +709,7 @@ int main(int argc, char **argv) {
                                    test_open_failure,          test_dir_sync_failure,
                                    test_disk_reservation,      test_dispatch_disk_full,
                                    test_put_encoded,           test_put_encoded_failures,
-                                   test_put_encoded_prefilled, test_put_encoded_failures_prefilled,
+                                   test_put_encoded_populated, test_put_encoded_failures_populated,
                                    test_topics_rebuilt,        test_delay_offsets_repaired,
                                    test_rebuild_interrupted};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {

@@ -13,26 +13,11 @@
 
 #define SEG 65536
 
-/* Wait until the allocation thread has pre-filled the first segment: it pwrites no more. */
-static void prefill_first_segment(rmq_store *s) {
-  rmq_commitlog *cl = rmq_store_commitlog(s);
-  rmq_commitlog_prepare_segment(cl);
-  rmq_mapped_file *mf = rmq_mfq_last(&cl->mfq);
-  CHECK(mf != NULL);
-  if (!mf) return;
-  for (int i = 0; i < 500 && atomic_load(&mf->prefilled_position) < mf->file_size; i++) {
-    usleep(10000);
-  }
-  CHECK_EQ_INT(atomic_load(&mf->prefilled_position), mf->file_size);
-  rmq_mapped_file_release(mf);
-}
-
 static void test_failed_zeroing_poisons(const char *dir) {
   rmq_config cfg;
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
   if (!s) return;
-  prefill_first_segment(s);
   rmq_commitlog *cl = rmq_store_commitlog(s);
   rmq_err err = {0};
   uint8_t rec[512], junk[200];
@@ -63,7 +48,6 @@ static void test_zeroing_keeps_store(const char *dir) {
   tu_small_config(&cfg, SEG);
   rmq_store *s = tu_open(dir, &cfg);
   if (!s) return;
-  prefill_first_segment(s);
   rmq_err err = {0};
   uint8_t rec[512], junk[200];
   tu_msg t;
