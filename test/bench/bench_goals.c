@@ -62,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -276,6 +277,17 @@ static void *writer_main(void *a) {
   return NULL;
 }
 
+/* CPU seconds of this process so far: its writers and the store's service threads. */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* How many cores the last engine_once or sql_writers_once kept busy (CPU time / wall time). */
+static double cores_busy;
+
 /* msg/s of n puts of body_len bytes from `threads` writers, each its own queue (1: i % 4). */
 static double engine_once(int n, int body_len, int threads, bool sync) {
   char dir[64];
@@ -291,9 +303,10 @@ static double engine_once(int n, int body_len, int threads, bool sync) {
     pthread_create(&th[t], NULL, writer_main, &a[t]);
   }
   pthread_barrier_wait(&start);
-  double t0 = now_s();
+  double t0 = now_s(), c0 = cpu_s();
   for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
   double secs = now_s() - t0;
+  cores_busy = (cpu_s() - c0) / secs;
   pthread_barrier_destroy(&start);
   rmq_store_close(s);
   rm_rf(dir);
@@ -666,12 +679,18 @@ static void end_to_end(FILE *dat) {
 
 static double sql_writers_once(int n, int body_len, int threads);
 
-/* 4 writers against 1 at body_len, alternating run by run; sql: connections, else threads. */
+/*
+** 4 writers against 1 at body_len, alternating run by run; sql: connections,
+** else threads. Beside it, the cores that 1 writer (with the store's threads)
+** keeps busy: 4 writers cannot make more than the cores online over that
+** times its rate, however little they contend.
+*/
 static void four_writers(int body_len, bool sql) {
-  double one[8], four[8];
+  double one[8], four[8], busy[8];
   for (int i = 0; i < S.runs; i++) {
     one[i] = sql ? sql_writers_once(S.sql_n, body_len, 1)
                  : engine_once(S.engine_n, body_len, 1, false);
+    busy[i] = cores_busy;
     four[i] = sql ? sql_writers_once(S.sql_n, body_len, 4)
                   : engine_once(S.engine_n, body_len, 4, false);
   }
@@ -680,6 +699,11 @@ static void four_writers(int body_len, bool sql) {
            sql ? "SQL autocommit" : "engine append", body_len, sql ? "connections" : "threads");
   add_row("2", what, median(four, S.runs), "msg/s", median(one, S.runs), "the same with 1", 1.5,
           false);
+  double cores = (double)sysconf(_SC_NPROCESSORS_ONLN), b = median(busy, S.runs);
+  snprintf(what, sizeof what,
+           "  ... cores busy with 1 (of %.0f): at its CPU a message, 4 make at most %.2fx", cores,
+           cores / b);
+  add_row("-", what, b, "cores", 0, "", 0, false);
 }
 
 /* Goal 2; returns the 1-thread 100 B rate, which goal 4 paces at half of. */
@@ -817,9 +841,10 @@ static double sql_writers_once(int n, int body_len, int threads) {
     pthread_create(&th[t], NULL, sql_writer_main, &w[t]);
   }
   pthread_barrier_wait(&start);
-  double t0 = now_s();
+  double t0 = now_s(), c0 = cpu_s();
   for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
   double secs = now_s() - t0;
+  cores_busy = (cpu_s() - c0) / secs;
   for (int t = 0; t < threads; t++) sqlite3_close(w[t].db);
   pthread_barrier_destroy(&start);
   rm_rf(dir);
