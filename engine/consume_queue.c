@@ -61,7 +61,8 @@ static bool entry_pre_blank(const rmq_cq_entry *e) {
 
 typedef struct entry_scan {
   bool by_pread;
-  rmq_mapped_file *mf; /* the file the chunk is of, and its start */
+  const rmq_consume_queue *cq; /* its opening copy, if any, is read first */
+  rmq_mapped_file *mf;         /* the file the chunk is of, and its start */
   int64_t file_from;
   int fd;
   int32_t from, to; /* the chunk holds [from, to) of mf */
@@ -70,7 +71,7 @@ typedef struct entry_scan {
 } entry_scan;
 
 static void scan_start(entry_scan *sc, const rmq_consume_queue *cq) {
-  *sc = (entry_scan){.by_pread = cq->writable, .fd = -1, .next = SCAN_FIRST};
+  *sc = (entry_scan){.by_pread = cq->writable, .cq = cq, .fd = -1, .next = SCAN_FIRST};
 }
 
 static void scan_stop(entry_scan *sc) {
@@ -105,6 +106,12 @@ static bool scan_fill(entry_scan *sc, rmq_mapped_file *mf, int32_t pos) {
 
 /* The entry at byte pos of mf. */
 static void scan_entry(entry_scan *sc, rmq_mapped_file *mf, int32_t pos, rmq_cq_entry *e) {
+  const rmq_consume_queue *cq = sc->cq;
+  if (cq->opening && cq->opening_file == mf && cq->opening_from == mf->file_from_offset &&
+      pos + UNIT <= cq->opening_len) {
+    entry_read(cq->opening + pos, e);
+    return;
+  }
   bool held = sc->by_pread && scan_of(sc, mf) && pos >= sc->from && pos + UNIT <= sc->to;
   if (held || (sc->by_pread && scan_fill(sc, mf, pos))) {
     entry_read(sc->chunk + (pos - sc->from), e);
@@ -212,6 +219,7 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
 
 void rmq_cq_close(rmq_consume_queue *cq) {
   if (cq == NULL) return;
+  rmq_cq_opened(cq);
   rmq_mfq_destroy(&cq->mfq);
   free(cq->damage);
   free(cq->topic);
@@ -330,6 +338,7 @@ int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t 
 ** changes the broker's files (rmq_mfq_truncate_dirty would unlink them).
 */
 static void drop_files_from(rmq_consume_queue *cq, int64_t from) {
+  if (cq->opening && cq->opening_from >= from) rmq_cq_opened(cq);
   rmq_mapped_file_queue *q = &cq->mfq;
   pthread_rwlock_wrlock(&q->lock);
   while (q->count > 0 && q->files[q->count - 1]->file_from_offset >= from) {
@@ -343,6 +352,27 @@ static void set_flushed_where(rmq_consume_queue *cq, int64_t where) {
   atomic_store(&cq->mfq.committed_where, where);
 }
 
+void rmq_cq_opened(rmq_consume_queue *cq) {
+  free(cq->opening);
+  cq->opening = NULL;
+}
+
+/* A queue keeps at most this much while the store opens: 51 MB for 100,000 queues. */
+#define OPENING_MAX (25 * UNIT)
+
+/* Keep what the scan read of mf's first valid bytes, when one read held them all. */
+static void keep_opening(rmq_consume_queue *cq, const entry_scan *sc, rmq_mapped_file *mf,
+                         int32_t valid) {
+  rmq_cq_opened(cq);
+  if (valid == 0 || valid > OPENING_MAX || !scan_of(sc, mf) || sc->from != 0 || sc->to < valid)
+    return;
+  if (!(cq->opening = malloc((size_t)valid))) return;
+  memcpy(cq->opening, sc->chunk, (size_t)valid);
+  cq->opening_len = valid;
+  cq->opening_file = mf;
+  cq->opening_from = mf->file_from_offset;
+}
+
 /* Entries of mf that are valid from position 0; sets max_physic_offset. */
 static int32_t scan_valid(rmq_consume_queue *cq, rmq_mapped_file *mf) {
   entry_scan sc;
@@ -354,6 +384,7 @@ static int32_t scan_valid(rmq_consume_queue *cq, rmq_mapped_file *mf) {
     if (!entry_valid(&e)) break;
     if (!entry_pre_blank(&e)) atomic_store(&cq->max_physic_offset, e.phy_offset + e.size);
   }
+  if (sc.by_pread) keep_opening(cq, &sc, mf, pos);
   scan_stop(&sc);
   return pos;
 }
@@ -418,6 +449,8 @@ void rmq_cq_truncate_dirty(rmq_consume_queue *cq, int64_t phy_offset) {
   while ((mf = rmq_mfq_last(&cq->mfq)) != NULL) {
     int32_t kept = truncate_scan(cq, mf, phy_offset);
     int64_t from = mf->file_from_offset;
+    /* Entries cut are written again: the copy of them goes. */
+    if (kept != rmq_mapped_file_wrote(mf)) rmq_cq_opened(cq);
     if (kept >= 0) rmq_mapped_file_set_positions(mf, kept);
     rmq_mapped_file_release(mf);
     if (kept >= 0) {
@@ -626,6 +659,7 @@ int rmq_cq_set_aside_from(rmq_consume_queue *cq, int64_t n, const char *damaged_
   snprintf(sub, sizeof sub, "consumequeue/%s/%d", cq->topic, (int)cq->queue_id);
   rmq_mapped_file_queue *q = &cq->mfq;
   int rc = RMQ_OK;
+  rmq_cq_opened(cq);
   pthread_rwlock_wrlock(&q->lock);
   while (rc == RMQ_OK && q->count > 0 && q->files[q->count - 1]->file_from_offset >= from) {
     rmq_mapped_file *f = q->files[--q->count];
@@ -1074,6 +1108,15 @@ int rmq_cq_table_recover(rmq_cq_table *t, int64_t *max_physic_offset, rmq_err *e
   }
   free(all);
   return RMQ_OK;
+}
+
+void rmq_cq_table_opened(rmq_cq_table *t) {
+  rmq_consume_queue **all;
+  int n;
+  rmq_err err = {0};
+  if (rmq_cq_table_snapshot(t, &all, &n, &err) != RMQ_OK) return; /* close frees them */
+  for (int i = 0; i < n; i++) rmq_cq_opened(all[i]);
+  free(all);
 }
 
 int rmq_cq_table_truncate_dirty(rmq_cq_table *t, int64_t phy_offset, rmq_err *err) {

@@ -55,6 +55,15 @@ typedef struct rmq_consume_queue {
   char *damage;  /* a reader's damaged queue: what rmq_cq_damage says (set at open); NULL: sound */
   bool followed; /* a reader's queue whose end rmq_cq_follow moves (under the store's refresh) */
   _Atomic int new_dirs; /* directories made for it: rmq_cq_table_flush syncs their names */
+  /*
+  ** While a writable store opens: the entries of its last segment that
+  ** recovery read (when they fit in its first read), so that the passes
+  ** after it read them without a system call; NULL after the open.
+  */
+  uint8_t *opening;
+  int32_t opening_len;
+  const rmq_mapped_file *opening_file;
+  int64_t opening_from;
 } rmq_consume_queue;
 
 /*
@@ -96,6 +105,11 @@ int rmq_cq_put(rmq_consume_queue *cq, int64_t phy_offset, int32_t size, int64_t 
 ** after it (deleted from disk unless read-only). Sets max_physic_offset.
 */
 void rmq_cq_recover(rmq_consume_queue *cq);
+/*
+** The store is open: forget the copy recovery kept (entries change from now
+** on). Before any thread but the dispatcher uses the queue.
+*/
+void rmq_cq_opened(rmq_consume_queue *cq);
 
 /*
 ** truncateDirtyLogicFiles: cut every entry whose CommitLog
@@ -250,6 +264,8 @@ int rmq_cq_table_snapshot(rmq_cq_table *t, rmq_consume_queue ***out, int *count,
 
 /* recover every queue (DMS recoverConsumeQueue); *max_physic_offset: their max, or -1. */
 int rmq_cq_table_recover(rmq_cq_table *t, int64_t *max_physic_offset, rmq_err *err);
+/* rmq_cq_opened of every queue. */
+void rmq_cq_table_opened(rmq_cq_table *t);
 /*
 ** truncate_dirty every queue (DMS truncateDirtyLogicFiles; the caller decides,
 ** as CommitLog recovery does, whether any queue reaches phy_offset).

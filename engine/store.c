@@ -666,6 +666,7 @@ static int start_services(rmq_store *s, rmq_err *err) {
   if (!s->cq_flush) return err->code;
   int rc = rmq_allocate_service_start(s->allocate, err);
   if (rc == RMQ_OK) rc = catch_up(s, err);
+  rmq_cq_table_opened(s->cqs);
   if (rc == RMQ_OK) rc = rmq_flush_service_start(s->flush, err);
   if (rc == RMQ_OK) rc = rmq_cq_flush_service_start(s->cq_flush, err);
   /* A slave's log is its master's: delayed messages are delivered there, not here. */

@@ -313,6 +313,67 @@ static void test_truncate_dirty(void) {
   rmq_cq_close(cq);
 }
 
+/* The last entry as rmq_cq_check reads it, through the opening copy while there is one. */
+static rmq_cq_entry checked_last(rmq_consume_queue *cq) {
+  char why[300];
+  rmq_cq_entry last;
+  CHECK_EQ_INT(rmq_cq_check(cq, 1 << 30, why, sizeof why, &last), -1);
+  return last;
+}
+
+/*
+** A writable queue's recovery keeps its few entries for the passes of the
+** open; a cut forgets them (the entries cut are written again), and so does
+** the end of the open. Many entries, or a read-only queue: no copy.
+*/
+static void test_opening_copy(void) {
+  rmq_consume_queue *cq = open_cq("TopicO", 0, true);
+  put_range(cq, 0, 3);
+  rmq_cq_close(cq);
+  cq = open_cq("TopicO", 0, true);
+  rmq_cq_recover(cq);
+  CHECK(cq->opening != NULL);
+  CHECK_EQ_INT(cq->opening_len, 3 * RMQ_CQ_UNIT_SIZE);
+  /* A cut past the end keeps it. */
+  rmq_cq_truncate_dirty(cq, 1 << 30);
+  CHECK(cq->opening != NULL);
+  CHECK_EQ_INT(checked_last(cq).phy_offset, 200);
+  rmq_cq_correct_min_offset(cq, 100);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 1);
+  /* Entry 2 cut and written again with other bytes: they are read, not the copy's. */
+  rmq_cq_truncate_dirty(cq, 150);
+  CHECK(cq->opening == NULL);
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_cq_put(cq, 160, 10, 7, 0, 2, NULL, &err), RMQ_OK);
+  CHECK_EQ_INT(checked_last(cq).phy_offset, 160);
+  rmq_cq_close(cq);
+  cq = open_cq("TopicO", 0, true);
+  rmq_cq_recover(cq);
+  CHECK(cq->opening != NULL);
+  rmq_cq_opened(cq);
+  CHECK(cq->opening == NULL);
+  CHECK_EQ_INT(checked_last(cq).phy_offset, 160);
+  rmq_cq_close(cq);
+  cq = open_cq("TopicO", 0, false);
+  rmq_cq_recover(cq);
+  CHECK(cq->opening == NULL);
+  rmq_cq_close(cq);
+  /* 26 entries in the last segment are more than a queue keeps. */
+  cq = NULL;
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicO", 1, 64, true, &cq, &err), RMQ_OK);
+  put_range(cq, 0, 26);
+  rmq_cq_close(cq);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicO", 1, 64, true, &cq, &err), RMQ_OK);
+  rmq_cq_recover(cq);
+  CHECK(cq->opening == NULL);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 26);
+  rmq_cq_close(cq);
+  /* The table tests load every topic: this one's segment size is not theirs. */
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/consumequeue/TopicO", root);
+  tu_rmrf(dir);
+}
+
 static void test_min_and_expiry(void) {
   rmq_consume_queue *cq = open_cq("TopicE", 0, true);
   put_range(cq, 0, 23);
@@ -949,6 +1010,7 @@ int main(void) {
   test_duplicates_and_gaps();
   test_recover();
   test_truncate_dirty();
+  test_opening_copy();
   test_min_and_expiry();
   test_time_search();
   test_invalid_topics();
