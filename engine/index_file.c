@@ -1106,7 +1106,8 @@ int rmq_index_service_delete_expired(rmq_index_service *s, int64_t commitlog_min
   pthread_rwlock_wrlock(&s->lock);
   int n = expired_files(s, commitlog_min_offset);
   for (int i = 0; i < n; i++) delete_file(s, s->files[i]);
-  memmove(s->files, s->files + n, (size_t)(s->count - n) * sizeof *s->files);
+  /* With no index file yet, files is NULL: memmove may not be given it, even for 0 bytes. */
+  if (n > 0) memmove(s->files, s->files + n, (size_t)(s->count - n) * sizeof *s->files);
   s->count -= n;
   pthread_rwlock_unlock(&s->lock);
   return n;

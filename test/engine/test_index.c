@@ -223,6 +223,17 @@ static void check_all_keys(const model *m, rmq_index_service *s, int first_msg) 
   CHECK_EQ_INT(bad_exact, 0);
 }
 
+/* A clean pass before the first key: nothing to delete (and, under UBSan, no memmove of NULL). */
+static void test_delete_with_no_file(void) {
+  char dir[128];
+  sub_dir(dir, sizeof dir, "none");
+  rmq_index_service s;
+  if (init(&s, dir, 8, 16, true, NULL) != RMQ_OK) return;
+  CHECK_EQ_INT(rmq_index_service_count(&s), 0);
+  CHECK_EQ_INT(rmq_index_service_delete_expired(&s, INT64_MAX), 0);
+  rmq_index_service_destroy(&s);
+}
+
 static void test_many_keys(void) {
   char dir[128];
   sub_dir(dir, sizeof dir, "many");
@@ -963,6 +974,7 @@ int main(void) {
   tu_tmpdir(root, sizeof root);
   test_structure_check();
   test_vector();
+  test_delete_with_no_file();
   test_many_keys();
   test_prev_file_end();
   test_file_level();
