@@ -1545,9 +1545,10 @@ static int make_appender(rmq_store *s, rmq_err *err) {
 }
 
 /*
-** Ask the owner to let this process append itself (it answers with every queue's next offset at the log's
-** end), then read back what was appended since. An owner that refuses
-** (its puts go through a write buffer, or it is a slave) is not asked again.
+** Ask the owner to let this process append itself (it answers with every
+** queue's next offset at the log's end), then read back what was appended
+** since. An owner that refuses (its puts go through a write buffer, or it is
+** a slave) is not asked again.
 */
 static int join(rmq_store *s, rmq_err *err) {
   rmq_remote_request q = {.code = RMQ_REQUEST_JOIN};

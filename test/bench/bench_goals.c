@@ -679,6 +679,15 @@ static void end_to_end(FILE *dat) {
 
 static double sql_writers_once(int n, int body_len, int threads);
 
+/* The row beside a scaling goal: the cores 1 writer kept busy (median of busy), so what more can make. */
+static void cores_row(double *busy, const char *more) {
+  char what[96];
+  double cores = (double)sysconf(_SC_NPROCESSORS_ONLN), b = median(busy, S.runs);
+  snprintf(what, sizeof what, "  ... cores busy with 1 (of %.0f): at its CPU a message, %s %.2fx",
+           cores, more, cores / b);
+  add_row("-", what, b, "cores", 0, "", 0, false);
+}
+
 /*
 ** 4 writers against 1 at body_len, alternating run by run; sql: connections,
 ** else threads. Beside it, the cores that 1 writer (with the store's threads)
@@ -699,11 +708,7 @@ static void four_writers(int body_len, bool sql) {
            sql ? "SQL autocommit" : "engine append", body_len, sql ? "connections" : "threads");
   add_row("2", what, median(four, S.runs), "msg/s", median(one, S.runs), "the same with 1", 1.5,
           false);
-  double cores = (double)sysconf(_SC_NPROCESSORS_ONLN), b = median(busy, S.runs);
-  snprintf(what, sizeof what,
-           "  ... cores busy with 1 (of %.0f): at its CPU a message, 4 make at most %.2fx", cores,
-           cores / b);
-  add_row("-", what, b, "cores", 0, "", 0, false);
+  cores_row(busy, "4 make at most");
 }
 
 /* Goal 2; returns the 1-thread 100 B rate, which goal 4 paces at half of. */
@@ -953,12 +958,7 @@ static void goal_processes(void) {
           base, "1 process, the same work", 1, false);
   add_row("7", "4 producer processes, 100 B, SQL autocommit, msg/s", median(four, S.runs), "msg/s",
           base, "1 process, the same work", 1, false);
-  char what[96];
-  double cores = (double)sysconf(_SC_NPROCESSORS_ONLN), b = median(busy, S.runs);
-  snprintf(what, sizeof what,
-           "  ... cores busy with 1 (of %.0f): at its CPU a message, more make %.2fx", cores,
-           cores / b);
-  add_row("-", what, b, "cores", 0, "", 0, false);
+  cores_row(busy, "more make");
   double p50, p99 = long_poll_p99(S.polls, &p50);
   row *r = add_row("7", "long poll in another process: wake after INSERT, p99 ms", p99, "ms", 5,
                    "the goal (5 ms)", 1, true);
