@@ -153,6 +153,34 @@ static int make_dirs(rmq_consume_queue *cq, rmq_err *err) {
   return RMQ_OK;
 }
 
+/* A queue keeps at most this much while the store opens: 51 MB for 100,000 queues. */
+#define OPENING_MAX (25 * UNIT)
+
+/*
+** A writable queue's last segment is read once while its load still holds
+** the descriptor: its first entries become the opening copy, and recovery
+** (ConsumeQueue.recover) finds a short queue's end in them with no system
+** call of its own. A segment whose first OPENING_MAX bytes are all entries
+** is scanned as before.
+*/
+static void read_opening(rmq_consume_queue *cq) {
+  rmq_mapped_file *mf = rmq_mfq_last(&cq->mfq);
+  if (mf == NULL) return;
+  int32_t want = cq->file_size < OPENING_MAX ? cq->file_size : OPENING_MAX;
+  ssize_t got = -1;
+  if (cq->writable && mf->fd >= 0 && (cq->opening = malloc((size_t)want)) != NULL) {
+    got = pread(mf->fd, cq->opening, (size_t)want, 0);
+  }
+  if (got >= UNIT) {
+    cq->opening_len = (int32_t)got - (int32_t)got % UNIT;
+    cq->opening_file = mf;
+    cq->opening_from = mf->file_from_offset;
+  } else {
+    rmq_cq_opened(cq);
+  }
+  rmq_mapped_file_release(mf);
+}
+
 int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t entries_per_file,
                 bool writable, rmq_consume_queue **out, rmq_err *err) {
   *out = NULL;
@@ -190,8 +218,6 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   atomic_init(&cq->min_logic_offset, 0);
   atomic_init(&cq->logic_gaps, 0);
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
-  /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
-  cq->mfq.close_fds = true;
   /*
   ** A new segment's name (and its queue's and topic's directories) is synced
   ** by the next flush, before a checkpoint counts on its entries, not on the
@@ -208,6 +234,14 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
                        dir, (int)cq->mfq.file_size, UNIT);
     }
     cq->file_size = cq->mfq.file_size;
+  }
+  if (rc == RMQ_OK) read_opening(cq);
+  /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
+  cq->mfq.close_fds = true;
+  rmq_mapped_file *last = rmq_mfq_last(&cq->mfq);
+  if (last) {
+    rmq_mapped_file_close_fd(last);
+    rmq_mapped_file_release(last);
   }
   if (rc != RMQ_OK) {
     rmq_cq_close(cq);
@@ -357,15 +391,20 @@ void rmq_cq_opened(rmq_consume_queue *cq) {
   cq->opening = NULL;
 }
 
-/* A queue keeps at most this much while the store opens: 51 MB for 100,000 queues. */
-#define OPENING_MAX (25 * UNIT)
-
-/* Keep what the scan read of mf's first valid bytes, when one read held them all. */
+/*
+** Keep what the scan read of mf's first valid bytes, when one read held them
+** all. A copy read at load keeps only the valid entries, which no put changes.
+*/
 static void keep_opening(rmq_consume_queue *cq, const entry_scan *sc, rmq_mapped_file *mf,
                          int32_t valid) {
-  rmq_cq_opened(cq);
+  if (cq->opening && cq->opening_file == mf && cq->opening_from == mf->file_from_offset) {
+    if (valid < cq->opening_len) cq->opening_len = valid;
+    if (valid == 0) rmq_cq_opened(cq);
+    return;
+  }
   if (valid == 0 || valid > OPENING_MAX || !scan_of(sc, mf) || sc->from != 0 || sc->to < valid)
     return;
+  rmq_cq_opened(cq);
   if (!(cq->opening = malloc((size_t)valid))) return;
   memcpy(cq->opening, sc->chunk, (size_t)valid);
   cq->opening_len = valid;
@@ -989,20 +1028,25 @@ rmq_consume_queue *rmq_cq_table_find(rmq_cq_table *t, const char *topic, int32_t
   return cq;
 }
 
+/* Add the open queue cq to the table; with the write lock held. */
+static int table_insert(rmq_cq_table *t, rmq_consume_queue *cq, rmq_err *err) {
+  cq->mfq.retired = t->retired;
+  rmq_tqt_entry *e = rmq_tqt_get(t->queues, cq->topic, strlen(cq->topic), cq->queue_id);
+  if (e == NULL) {
+    rmq_cq_close(cq);
+    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  }
+  e->value = cq;
+  return RMQ_OK;
+}
+
 /* Open the queue and add it to the table; with the write lock held. */
 static int table_add(rmq_cq_table *t, const char *topic, int32_t queue_id, rmq_consume_queue **out,
                      rmq_err *err) {
   int rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, out, err);
-  if (rc != RMQ_OK) return rc;
-  (*out)->mfq.retired = t->retired;
-  rmq_tqt_entry *e = rmq_tqt_get(t->queues, topic, strlen(topic), queue_id);
-  if (e == NULL) {
-    rmq_cq_close(*out);
-    *out = NULL;
-    return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  }
-  e->value = *out;
-  return RMQ_OK;
+  if (rc == RMQ_OK) rc = table_insert(t, *out, err);
+  if (rc != RMQ_OK) *out = NULL;
+  return rc;
 }
 
 int rmq_cq_table_find_or_create(rmq_cq_table *t, const char *topic, int32_t queue_id,
@@ -1034,7 +1078,11 @@ static bool parse_queue_id(const char *name, int32_t *queue_id) {
   return true;
 }
 
-/* Open every queue directory of one topic directory. */
+/*
+** Open every queue directory of one topic directory that the table lacks.
+** A queue is opened outside the table's lock and only added under it, so
+** loaders on other cores open theirs meanwhile.
+*/
 static int load_topic(rmq_cq_table *t, const char *topic_dir, const char *topic, rmq_err *err) {
   DIR *d = opendir(topic_dir);
   if (d == NULL) {
@@ -1050,32 +1098,117 @@ static int load_topic(rmq_cq_table *t, const char *topic_dir, const char *topic,
         !rmq_dirent_is_dir(path, e->d_type)) {
       continue;
     }
+    /* A reader's refresh loads again: the queues it has stay as they are. */
+    if (rmq_cq_table_find(t, topic, queue_id) != NULL) continue;
     rmq_consume_queue *cq;
-    rc = rmq_cq_table_find_or_create(t, topic, queue_id, &cq, err);
+    rc = rmq_cq_open(t->root, topic, queue_id, t->entries_per_file, t->writable, &cq, err);
+    if (rc != RMQ_OK) break;
+    pthread_rwlock_wrlock(&t->lock);
+    if (table_find(t, topic, queue_id) == NULL) {
+      rc = table_insert(t, cq, err);
+    } else {
+      rmq_cq_close(cq); /* a writer's dispatch made it meanwhile */
+    }
+    pthread_rwlock_unlock(&t->lock);
   }
   closedir(d);
   return rc;
 }
+
+/* The topic directories of consumequeue/ (root), shared by the loaders. */
+typedef struct table_loader {
+  rmq_cq_table *t;
+  const char *root;
+  char **topics;
+  int count;
+  atomic_int next;
+  pthread_mutex_t mu;
+  int rc; /* the first failure's, and its err */
+  rmq_err err;
+} table_loader;
+
+static void *load_topics(void *arg) {
+  table_loader *l = arg;
+  for (int i; (i = atomic_fetch_add(&l->next, 1)) < l->count;) {
+    char path[PATH_MAX];
+    rmq_err err = {0};
+    snprintf(path, sizeof path, "%s/%s", l->root, l->topics[i]);
+    int rc = load_topic(l->t, path, l->topics[i], &err);
+    if (rc == RMQ_OK) continue;
+    pthread_mutex_lock(&l->mu);
+    if (l->rc == RMQ_OK) {
+      l->rc = rc;
+      l->err = err;
+    }
+    pthread_mutex_unlock(&l->mu);
+    atomic_store(&l->next, l->count); /* the others stop at their next topic */
+  }
+  return NULL;
+}
+
+/* The topic directories under root; RMQ_OK with none when it does not exist. */
+static int list_topics(const char *root, char ***out, int *count, rmq_err *err) {
+  *out = NULL;
+  *count = 0;
+  DIR *d = opendir(root);
+  if (d == NULL) {
+    if (errno == ENOENT) return RMQ_OK;
+    return rmq_err_set(err, RMQ_EIO, "cannot list %s: %s", root, strerror(errno));
+  }
+  int rc = RMQ_OK, cap = 0;
+  struct dirent *e;
+  while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
+    char path[PATH_MAX];
+    if (!rmq_topic_valid(e->d_name, strlen(e->d_name))) continue;
+    if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path ||
+        !rmq_dirent_is_dir(path, e->d_type)) {
+      continue;
+    }
+    if (*count == cap) {
+      cap = cap ? 2 * cap : 64;
+      char **grown = realloc(*out, (size_t)cap * sizeof *grown);
+      if (grown == NULL) {
+        rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+        break;
+      }
+      *out = grown;
+    }
+    if (((*out)[*count] = strdup(e->d_name)) == NULL) {
+      rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    } else {
+      (*count)++;
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+/* Loaders besides the caller: one per other core, for stores of many topics. */
+#define LOADERS_MAX 3
+#define TOPICS_PER_LOADER 64
 
 int rmq_cq_table_load(rmq_cq_table *t, rmq_err *err) {
   char root[PATH_MAX];
   if (snprintf(root, sizeof root, "%s/consumequeue", t->root) >= (int)sizeof root) {
     return rmq_err_set(err, RMQ_EINVAL, "store path %s is too long", t->root);
   }
-  DIR *d = opendir(root);
-  if (d == NULL) {
-    if (errno == ENOENT) return RMQ_OK;
-    return rmq_err_set(err, RMQ_EIO, "cannot list %s: %s", root, strerror(errno));
+  table_loader l = {.t = t, .root = root};
+  int rc = list_topics(root, &l.topics, &l.count, err);
+  pthread_mutex_init(&l.mu, NULL);
+  atomic_init(&l.next, 0);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int helpers = (int)(cores - 1 < LOADERS_MAX ? cores - 1 : LOADERS_MAX), started = 0;
+  if (helpers > l.count / TOPICS_PER_LOADER) helpers = l.count / TOPICS_PER_LOADER;
+  pthread_t tids[LOADERS_MAX];
+  for (; rc == RMQ_OK && started < helpers; started++) {
+    if (pthread_create(&tids[started], NULL, load_topics, &l) != 0) break;
   }
-  int rc = RMQ_OK;
-  struct dirent *e;
-  while (rc == RMQ_OK && (e = readdir(d)) != NULL) {
-    char path[PATH_MAX];
-    if (!rmq_topic_valid(e->d_name, strlen(e->d_name))) continue;
-    if (snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) continue;
-    if (rmq_dirent_is_dir(path, e->d_type)) rc = load_topic(t, path, e->d_name, err);
-  }
-  closedir(d);
+  if (rc == RMQ_OK) load_topics(&l);
+  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  if (rc == RMQ_OK && l.rc != RMQ_OK) rc = rmq_err_set(err, l.rc, "%s", l.err.msg);
+  pthread_mutex_destroy(&l.mu);
+  for (int i = 0; i < l.count; i++) free(l.topics[i]);
+  free(l.topics);
   return rc;
 }
 

@@ -248,11 +248,67 @@ static int64_t check_item_at(int32_t slot_num, int64_t k) {
 }
 
 /*
+** Each slot's newest item so far, while the items are checked: an array of
+** every slot, or for a file whose items use few of its slots (a store's
+** newest file, checked at each open) a small hash of the used ones, so the
+** check touches memory for the items, not for the whole slot table.
+*/
+typedef struct chain_heads {
+  int32_t *dense; /* slot_num heads, or NULL */
+  int32_t *slots; /* the hash's keys; -1: empty */
+  int32_t *items; /* its values */
+  uint32_t mask;
+} chain_heads;
+
+static bool heads_init(chain_heads *h, int32_t slot_num, int32_t count, bool every_slot) {
+  *h = (chain_heads){0};
+  if (every_slot || count > slot_num / 16) {
+    return (h->dense = calloc((size_t)slot_num, sizeof *h->dense)) != NULL;
+  }
+  uint32_t cap = 16;
+  while (cap < 2u * (uint32_t)count) cap *= 2;
+  h->mask = cap - 1;
+  h->slots = malloc(cap * sizeof *h->slots);
+  h->items = malloc(cap * sizeof *h->items);
+  if (h->slots) memset(h->slots, 0xff, cap * sizeof *h->slots);
+  return h->slots && h->items;
+}
+
+static void heads_free(chain_heads *h) {
+  free(h->dense);
+  free(h->slots);
+  free(h->items);
+}
+
+/* The hash's place for slot: where it is, or the empty one where it goes. */
+static uint32_t heads_at(const chain_heads *h, uint32_t slot) {
+  uint32_t i = (slot * 2654435761u) & h->mask;
+  while (h->slots[i] >= 0 && (uint32_t)h->slots[i] != slot) i = (i + 1) & h->mask;
+  return i;
+}
+
+static int32_t heads_get(const chain_heads *h, uint32_t slot) {
+  if (h->dense) return h->dense[slot];
+  uint32_t i = heads_at(h, slot);
+  return h->slots[i] < 0 ? 0 : h->items[i];
+}
+
+static void heads_set(chain_heads *h, uint32_t slot, int32_t k) {
+  if (h->dense) {
+    h->dense[slot] = k;
+    return;
+  }
+  uint32_t i = heads_at(h, slot);
+  h->slots[i] = (int32_t)slot;
+  h->items[i] = k;
+}
+
+/*
 ** Items 1 .. count-1 in the order putKey wrote them: each links to the item
 ** written before it in its slot (last[slot], then updated), and their
 ** commit-log offsets never go down, from beginPhyOffset to endPhyOffset.
 */
-static bool check_items(const uint8_t *p, int32_t slot_num, int32_t count, int32_t *last,
+static bool check_items(const uint8_t *p, int32_t slot_num, int32_t count, chain_heads *last,
                         bool settled, rmq_index_defect *d) {
   int64_t prev_phy = -1;
   for (int32_t k = 1; k < count; k++) {
@@ -268,15 +324,16 @@ static bool check_items(const uint8_t *p, int32_t slot_num, int32_t count, int32
                     (long long)phy, k - 1, (long long)prev_phy);
     }
     if (td < 0) return defect(d, at, "item %d has a negative timeDiff %d", k, td);
-    if (prev != last[slot]) {
+    int32_t before = heads_get(last, slot);
+    if (prev != before) {
       return defect(d, at, "item %d links to item %d, but the item before it in slot %u is %d", k,
-                    prev, slot, last[slot]);
+                    prev, slot, before);
     }
     if (k == 1 && phy != rmq_get64(p + 16)) {
       return defect(d, at, "item 1 leads to %lld but beginPhyOffset is %lld", (long long)phy,
                     (long long)rmq_get64(p + 16));
     }
-    last[slot] = k;
+    heads_set(last, slot, k);
     prev_phy = phy;
   }
   /* A writer moves endPhyOffset on with each item after the count read here. */
@@ -312,13 +369,14 @@ static bool check_slots(const uint8_t *p, int32_t slot_num, int32_t count, const
 }
 
 /* The slots the items use, when every_slot is off: found from the items themselves. */
-static bool check_used_slots(const uint8_t *p, int32_t slot_num, int32_t count, int32_t *last,
-                             const rmq_index_check *c, rmq_index_defect *d) {
-  if (c->every_slot) return check_slots(p, slot_num, count, last, c, d);
+static bool check_used_slots(const uint8_t *p, int32_t slot_num, int32_t count,
+                             const chain_heads *last, const rmq_index_check *c,
+                             rmq_index_defect *d) {
+  if (c->every_slot) return check_slots(p, slot_num, count, last->dense, c, d);
   int32_t used = 0;
   for (int32_t k = count - 1; k >= 1; k--) {
     uint32_t slot = (uint32_t)rmq_get32(p + check_item_at(slot_num, k)) % (uint32_t)slot_num;
-    if (last[slot] != k) continue; /* not its chain's newest */
+    if (heads_get(last, slot) != k) continue; /* not its chain's newest */
     used++;
     int64_t at = RMQ_INDEX_HEADER_SIZE + (int64_t)slot * RMQ_INDEX_SLOT_SIZE;
     int32_t head = rmq_get32(p + at);
@@ -349,11 +407,12 @@ bool rmq_index_file_check(const uint8_t *p, int32_t slot_num, int32_t index_num,
                   (int)next);
   }
   if (c->header_only) return check_ends(p, slot_num, count, d);
-  int32_t *last = calloc((size_t)slot_num, sizeof *last);
-  if (!last) return defect(d, -1, "out of memory checking %d slots", (int)slot_num);
-  bool ok = check_items(p, slot_num, count, last, c->settled, d) &&
-            check_used_slots(p, slot_num, count, last, c, d);
-  free(last);
+  chain_heads last;
+  bool ok = heads_init(&last, slot_num, count, c->every_slot);
+  if (!ok) defect(d, -1, "out of memory checking %d slots", (int)slot_num);
+  ok = ok && check_items(p, slot_num, count, &last, c->settled, d) &&
+       check_used_slots(p, slot_num, count, &last, c, d);
+  heads_free(&last);
   return ok;
 }
 

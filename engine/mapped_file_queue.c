@@ -144,9 +144,15 @@ int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
     int64_t len = file_length(path);
     if (len > 0 && len <= INT32_MAX) q->file_size = (int32_t)len;
   }
-  for (int i = 0; rc == RMQ_OK && i < n; i++) rc = mfq_load_one(q, names[i], err);
-  /* Only the last segment is written to: the others open the file if they ever need it. */
-  for (int i = 0; i < q->count - 1; i++) rmq_mapped_file_close_fd(q->files[i]);
+  /*
+  ** Only the last segment is written to: the others give up their descriptor
+  ** as the next one opens (and open the file if they ever need it), so a
+  ** queue of many segments never holds a descriptor for each.
+  */
+  for (int i = 0; rc == RMQ_OK && i < n; i++) {
+    rc = mfq_load_one(q, names[i], err);
+    if (q->count > 1) rmq_mapped_file_close_fd(q->files[q->count - 2]);
+  }
   for (int i = 0; i < n; i++) free(names[i]);
   free(names);
   return rc;

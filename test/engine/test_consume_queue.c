@@ -322,18 +322,22 @@ static rmq_cq_entry checked_last(rmq_consume_queue *cq) {
 }
 
 /*
-** A writable queue's recovery keeps its few entries for the passes of the
-** open; a cut forgets them (the entries cut are written again), and so does
-** the end of the open. Many entries, or a read-only queue: no copy.
+** A writable queue's load reads the first entries of its last segment, and
+** recovery keeps the valid ones for the passes of the open; a cut forgets
+** them (the entries cut are written again), and so does the end of the
+** open. A read-only queue: no copy.
 */
 static void test_opening_copy(void) {
   rmq_consume_queue *cq = open_cq("TopicO", 0, true);
   put_range(cq, 0, 3);
   rmq_cq_close(cq);
   cq = open_cq("TopicO", 0, true);
+  CHECK(cq->opening != NULL);
+  CHECK_EQ_INT(cq->opening_len, PER_FILE * RMQ_CQ_UNIT_SIZE);
   rmq_cq_recover(cq);
   CHECK(cq->opening != NULL);
   CHECK_EQ_INT(cq->opening_len, 3 * RMQ_CQ_UNIT_SIZE);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 3);
   /* A cut past the end keeps it. */
   rmq_cq_truncate_dirty(cq, 1 << 30);
   CHECK(cq->opening != NULL);
@@ -358,15 +362,40 @@ static void test_opening_copy(void) {
   rmq_cq_recover(cq);
   CHECK(cq->opening == NULL);
   rmq_cq_close(cq);
-  /* 26 entries in the last segment are more than a queue keeps. */
+  /* 26 entries in the last segment: the copy holds the first 25, the scan reads on. */
   cq = NULL;
   CHECK_EQ_INT(rmq_cq_open(root, "TopicO", 1, 64, true, &cq, &err), RMQ_OK);
   put_range(cq, 0, 26);
   rmq_cq_close(cq);
   CHECK_EQ_INT(rmq_cq_open(root, "TopicO", 1, 64, true, &cq, &err), RMQ_OK);
   rmq_cq_recover(cq);
-  CHECK(cq->opening == NULL);
+  CHECK(cq->opening != NULL);
+  CHECK_EQ_INT(cq->opening_len, 25 * RMQ_CQ_UNIT_SIZE);
   CHECK_EQ_INT(rmq_cq_max_offset(cq), 26);
+  check_entries(cq, 0, 26);
+  CHECK_EQ_INT(checked_last(cq).phy_offset, 2500);
+  /* Entries put while the copy is kept are read from the file. */
+  put_range(cq, 26, 28);
+  check_entries(cq, 0, 28);
+  CHECK_EQ_INT(checked_last(cq).phy_offset, 2700);
+  rmq_cq_close(cq);
+  /* A segment made but never written (a crash before its first entry): no copy, and no stale entry. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/TopicO/2", root);
+  CHECK(mkdir(path, 0755) == 0);
+  snprintf(path, sizeof path, "%s/consumequeue/TopicO/2/00000000000000000000", root);
+  int fd = open(path, O_CREAT | O_WRONLY, 0644);
+  CHECK(fd >= 0 && ftruncate(fd, 64 * RMQ_CQ_UNIT_SIZE) == 0);
+  close(fd);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicO", 2, 64, true, &cq, &err), RMQ_OK);
+  CHECK(cq->opening != NULL);
+  rmq_cq_recover(cq);
+  CHECK(cq->opening == NULL);
+  CHECK_EQ_INT(rmq_cq_max_offset(cq), 0);
+  put_range(cq, 0, 2);
+  check_entries(cq, 0, 2);
+  rmq_cq_correct_min_offset(cq, 0);
+  CHECK_EQ_INT(rmq_cq_min_offset(cq), 0);
   rmq_cq_close(cq);
   /* The table tests load every topic: this one's segment size is not theirs. */
   char dir[512];
@@ -660,6 +689,67 @@ static void test_table_load(void) {
   CHECK_EQ_INT(rmq_cq_table_recover(t, &max, &err), RMQ_OK);
   CHECK_EQ_INT(max, -1);
   rmq_cq_table_free(t);
+  memcpy(root, saved, sizeof root);
+}
+
+/*
+** A store of many topics loads on several cores (a loader per other core):
+** every queue once, a second load (a reader's refresh) keeps the queues it
+** has, and a damaged queue fails the load naming its file.
+*/
+#define MANY_TOPICS 200
+
+static void test_table_load_many(void) {
+  char saved[sizeof root];
+  memcpy(saved, root, sizeof root);
+  if (snprintf(root, sizeof root, "%.40s/many", saved) >= (int)sizeof root) return;
+  mkdir(root, 0755);
+  rmq_err err = {0};
+  rmq_cq_table *t = NULL;
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  for (int i = 0; i < 2 * MANY_TOPICS; i++) {
+    char topic[32];
+    snprintf(topic, sizeof topic, "M%d", i / 2);
+    rmq_consume_queue *cq;
+    CHECK_EQ_INT(rmq_cq_table_find_or_create(t, topic, i % 2, &cq, &err), RMQ_OK);
+    put_range(cq, 0, 1 + i % 7);
+  }
+  CHECK_EQ_INT(rmq_cq_table_flush(t, 0, NULL, &err), RMQ_OK);
+  rmq_cq_table_free(t);
+
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_load(t, &err), RMQ_OK);
+  rmq_consume_queue **all = NULL;
+  int n = 0;
+  CHECK_EQ_INT(rmq_cq_table_snapshot(t, &all, &n, &err), RMQ_OK);
+  free(all);
+  CHECK_EQ_INT(n, 2 * MANY_TOPICS);
+  int64_t max = 0;
+  CHECK_EQ_INT(rmq_cq_table_recover(t, &max, &err), RMQ_OK);
+  int wrong = 0;
+  for (int i = 0; i < 2 * MANY_TOPICS; i++) {
+    char topic[32];
+    snprintf(topic, sizeof topic, "M%d", i / 2);
+    rmq_consume_queue *cq = rmq_cq_table_find(t, topic, i % 2);
+    if (cq == NULL || rmq_cq_max_offset(cq) != 1 + i % 7) wrong++;
+  }
+  CHECK_EQ_INT(wrong, 0);
+  rmq_consume_queue *kept = rmq_cq_table_find(t, "M7", 1);
+  CHECK_EQ_INT(rmq_cq_table_load(t, &err), RMQ_OK);
+  CHECK(rmq_cq_table_find(t, "M7", 1) == kept);
+  CHECK_EQ_INT(rmq_cq_table_snapshot(t, &all, &n, &err), RMQ_OK);
+  free(all);
+  CHECK_EQ_INT(n, 2 * MANY_TOPICS);
+  rmq_cq_table_free(t);
+
+  char path[512];
+  snprintf(path, sizeof path, "%s/consumequeue/M150/1/00000000000000000000", root);
+  CHECK(truncate(path, 7) == 0);
+  CHECK_EQ_INT(rmq_cq_table_new(root, PER_FILE, true, &t, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_cq_table_load(t, &err), RMQ_ECORRUPT);
+  CHECK(strstr(err.msg, "M150/1/00000000000000000000 is 7 bytes") != NULL);
+  rmq_cq_table_free(t);
+  tu_rmrf(root);
   memcpy(root, saved, sizeof root);
 }
 
@@ -1011,6 +1101,7 @@ int main(void) {
   test_recover();
   test_truncate_dirty();
   test_opening_copy();
+  test_table_load_many();
   test_min_and_expiry();
   test_time_search();
   test_invalid_topics();

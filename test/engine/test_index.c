@@ -919,6 +919,59 @@ static void test_structure_check(void) {
   tu_rmrf(dir);
 }
 
+/*
+** A file whose items use few of its slots (a store's newest, checked at each
+** open) is checked with a small hash of the used slots, not an array of
+** every slot: it finds what the array finds, with the same words.
+*/
+static void test_structure_check_sparse(void) {
+  enum { SLOTS = 4096, ENTRIES = 256, ITEMS = 40 };
+  char dir[128], path[512];
+  sub_dir(dir, sizeof dir, "sparse");
+  snprintf(path, sizeof path, "%s/index", dir);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/index/20240101000000000", dir);
+  rmq_index_file *f;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_index_file_create(path, SLOTS, ENTRIES, 0, 0, &f, &err), RMQ_OK);
+  /* Chains of several items in 7 slots, and slots of one item, some hashes past SLOTS. */
+  for (int i = 1; i <= ITEMS; i++) {
+    int32_t hash = i % 2 ? (i % 7) * 600 : 5000 + 37 * i;
+    CHECK(rmq_index_file_put_key(f, hash, 100 * i, T0 + 1000 * i));
+  }
+  uint8_t *p = f->mf->mapped;
+  uint8_t *slots = p + 40, *items = p + 40 + SLOTS * 4;
+  rmq_index_check full = {.settled = true}, every = {.settled = true, .every_slot = true};
+  rmq_index_defect d, de;
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &every, &d));
+  /* Item 15 (a chain of slot 600) linked to item 3 where item 1 came before it. */
+  int32_t prev = rmq_get32(items + 15 * 20 + 16);
+  rmq_put32(items + 15 * 20 + 16, 3);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &every, &de));
+  CHECK(strstr(d.why, "item 15 links to item 3, but the item before it in slot 600 is 1") != NULL);
+  CHECK(strcmp(d.why, de.why) == 0 && d.at == de.at);
+  rmq_put32(items + 15 * 20 + 16, prev);
+  /* A used slot that names an older item of its chain. */
+  int32_t slot = (5000 + 37 * 40) % SLOTS;
+  rmq_put32(slots + slot * 4, 12);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &every, &de));
+  CHECK(strstr(d.why, "holds item 12 where its newest item is 40") != NULL);
+  CHECK(strcmp(d.why, de.why) == 0 && d.at == de.at && d.at == 40 + slot * 4);
+  rmq_put32(slots + slot * 4, 40);
+  /* hashSlotCount off by one. */
+  int32_t used = rmq_get32(p + 32);
+  rmq_put32(p + 32, used + 1);
+  CHECK(!rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  CHECK(strstr(d.why, "hashSlotCount is") != NULL);
+  rmq_put32(p + 32, used);
+  CHECK(rmq_index_file_check(p, SLOTS, ENTRIES, &full, &d));
+  rmq_index_file_close(f, false);
+  tu_rmrf(dir);
+}
+
 /* -------------------------------------- a reader follows another writer */
 
 static int follow(rmq_index_service *s) {
@@ -973,6 +1026,7 @@ static void test_follow(void) {
 int main(void) {
   tu_tmpdir(root, sizeof root);
   test_structure_check();
+  test_structure_check_sparse();
   test_vector();
   test_delete_with_no_file();
   test_many_keys();
