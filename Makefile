@@ -55,8 +55,8 @@ RMQ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -pth
 SAN_FLAGS =
 COMPILE = $(CC) $(RMQ_CPPFLAGS) $(CPPFLAGS) $(RMQ_CFLAGS) $(WERROR) $(CFLAGS) $(OPT) $(SAN_FLAGS)
 LINK = $(CC) -pthread $(CFLAGS) $(OPT) $(SAN_FLAGS) $(LDFLAGS)
-# zlib is the tests' reference CRC; the engine and the extension do not use it.
-TEST_LDLIBS = -lz
+# The body codecs (engine/compression.c): zlib, LZ4 frames, zstd frames.
+ENGINE_LDLIBS = -lz -llz4 -lzstd
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 EXT_SRC := $(sort $(wildcard ext/*.c))
@@ -110,16 +110,17 @@ $(LIBENGINE): $(ENGINE_OBJ)
 # The extension carries no SQLite: ext/ reaches it through sqlite3ext.h's
 # API table. -z nodelete keeps the code mapped while engine threads run.
 $(EXTENSION): $(EXT_OBJ) $(LIBENGINE) $(FLAGS_FILE)
-	$(LINK) -shared -Wl,--no-undefined -Wl,-z,nodelete -o $@ $(EXT_OBJ) $(LIBENGINE) $(LDLIBS) -lm
+	$(LINK) -shared -Wl,--no-undefined -Wl,-z,nodelete -o $@ $(EXT_OBJ) $(LIBENGINE) $(ENGINE_LDLIBS) \
+	  $(LDLIBS) -lm
 
 $(BUILD)/test/%: $(BUILD)/obj/test/engine/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(LINK) -o $@ $< $(LIBENGINE) $(LDLIBS) $(TEST_LDLIBS)
+	$(LINK) -o $@ $< $(LIBENGINE) $(ENGINE_LDLIBS) $(LDLIBS)
 
 # Bench programs may also drive the extension through SQLite (bench_sql.c).
 $(BUILD)/bench/%: $(BUILD)/obj/test/bench/%.o $(LIBENGINE)
 	@mkdir -p $(@D)
-	$(LINK) -o $@ $< $(LIBENGINE) $(LDLIBS) -lsqlite3
+	$(LINK) -o $@ $< $(LIBENGINE) $(ENGINE_LDLIBS) $(LDLIBS) -lsqlite3
 
 check: all $(TESTS) $(HELPERS) $(BENCHES)
 	test/run.sh $(BUILD) '$(T)'
@@ -227,7 +228,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
              -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine
-FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file config
+FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file config zlib lz4 zstd
 # The decoders link only the codec (message.c needs only crc32.c); the
 # readers of files and the argument parser link the whole engine.
 FUZZ_CODEC = engine/message.c engine/crc32.c
@@ -237,13 +238,23 @@ FUZZ_msg_id_SRC = engine/message_id.c
 FUZZ_json_SRC = ext/json.c ext/error.c engine/properties.c
 FUZZ_json_LIBS = -lsqlite3
 FUZZ_args_SRC = ext/args.c ext/error.c ext/json.c $(ENGINE_SRC)
-FUZZ_args_LIBS = -lsqlite3
+FUZZ_args_LIBS = -lsqlite3 $(ENGINE_LDLIBS)
 FUZZ_consume_queue_SRC = $(ENGINE_SRC)
+FUZZ_consume_queue_LIBS = $(ENGINE_LDLIBS)
 FUZZ_index_file_SRC = $(ENGINE_SRC)
+FUZZ_index_file_LIBS = $(ENGINE_LDLIBS)
 FUZZ_config_SRC = engine/config_json.c engine/topic.c engine/rmq_err.c
+# The body codecs, each seeded with streams of its own (test/fuzz/seed).
+FUZZ_CODECS = engine/compression.c engine/rmq_err.c
+FUZZ_zlib_SRC = $(FUZZ_CODECS)
+FUZZ_zlib_LIBS = $(ENGINE_LDLIBS)
+FUZZ_lz4_SRC = $(FUZZ_CODECS)
+FUZZ_lz4_LIBS = $(ENGINE_LDLIBS)
+FUZZ_zstd_SRC = $(FUZZ_CODECS)
+FUZZ_zstd_LIBS = $(ENGINE_LDLIBS)
 
 define fuzz_rule
-$(FUZZ_BUILD)/fuzz_$(1): test/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRC) Makefile
+$(FUZZ_BUILD)/fuzz_$(1): test/fuzz/fuzz_$(1).c $$(FUZZ_$(1)_SRC) $(wildcard test/fuzz/*.h) Makefile
 	@mkdir -p $$(@D)
 	$$(FUZZ_CC) $$(FUZZ_FLAGS) -o $$@ $$< $$(FUZZ_$(1)_SRC) $$(FUZZ_$(1)_LIBS)
 endef

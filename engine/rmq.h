@@ -224,6 +224,57 @@ void rmq_err_clear(rmq_err *err);
 /* A fixed English name for a code ("I/O error", "store is locked", ...). */
 const char *rmq_strerror(int code);
 
+/* ------------------------------------------------------ body compression */
+
+/*
+** CompressionType, ZlibCompressor, Lz4Compressor and ZstdCompressor
+** (compression.c). A 4.9 producer compresses a body of
+** compressMsgBodyOverHowmuch bytes or more and marks it in SYSFLAG: bit 0
+** (COMPRESSED_FLAG) and the codec in bits 8-10 (0 or 3 zlib, 1 LZ4, 2 ZSTD).
+** The store keeps the compressed bytes; a consumer inflates them
+** (MessageDecoder.decode). zlib is the RFC 1950 stream of
+** java.util.zip.Deflater, LZ4 the frame format of lz4-java's
+** LZ4FrameOutputStream, ZSTD the zstd frame format of zstd-jni.
+*/
+#define RMQ_SYSFLAG_COMPRESSED 0x1
+#define RMQ_SYSFLAG_COMPRESSION_TYPE 0x700
+/* An inflated body is bounded: a damaged or hostile one gets an error, not the memory. */
+#define RMQ_MAX_INFLATED_BODY (64 << 20)
+
+typedef enum rmq_codec {
+  RMQ_CODEC_NONE = 0,
+  RMQ_CODEC_LZ4 = 1,
+  RMQ_CODEC_ZSTD = 2,
+  RMQ_CODEC_ZLIB = 3,
+} rmq_codec;
+
+/*
+** The codec a record's SYSFLAG names; NONE when bit 0 is clear
+** (CompressionType.findByValue: type 0 is zlib). Types 4-7 come back as
+** they are, which rmq_decompress refuses.
+*/
+rmq_codec rmq_codec_of_sys_flag(int32_t sys_flag);
+/* The SYSFLAG bits a producer sets for a body compressed with c. */
+int32_t rmq_codec_sys_flag(rmq_codec c);
+/* "zlib", "lz4", "zstd" ("unknown" for another type); and back (any case), NONE for another name. */
+const char *rmq_codec_name(rmq_codec c);
+rmq_codec rmq_codec_by_name(const char *name);
+/*
+** Inflate len bytes at src with c into *out (malloc'd, *out_len bytes; at
+** least one byte allocated). RMQ_ECORRUPT naming the codec and what is wrong
+** for a damaged or cut stream, or one that inflates past max bytes;
+** RMQ_ENOMEM.
+*/
+int rmq_decompress(rmq_codec c, const uint8_t *src, size_t len, size_t max, uint8_t **out,
+                   size_t *out_len, rmq_err *err);
+/*
+** Compress len bytes at src with c at level (zlib 0-9, zstd 1-22; LZ4 frames
+** take none) into *out (malloc'd, *out_len bytes). RMQ_ENOMEM, or RMQ_EIO
+** naming the codec's error.
+*/
+int rmq_compress(rmq_codec c, int level, const uint8_t *src, size_t len, uint8_t **out,
+                 size_t *out_len, rmq_err *err);
+
 /* ---------------------------------------------------------------- clocks */
 
 int64_t rmq_now_ms(void);       /* wall clock, ms since the epoch (timestamps) */
@@ -268,6 +319,9 @@ typedef struct rmq_config {
   bool use_spin_lock;            /* put lock: spin instead of a mutex */
   int flush_interval_ms;         /* 500: FlushRealTimeService, 1..86400000 */
   int max_reconsume_times;       /* 16: retries before rmq_store_send_back goes to %DLQ% */
+  int32_t compress_over;         /* 4096: INSERT compresses bodies this long; 0: never */
+  rmq_codec compress_type;       /* zlib */
+  int compress_level;            /* 5 */
   rmq_role role;                 /* master */
   char ha_listen[RMQ_HA_ADDR];   /* "host:port" the master serves slaves on; "": none */
   char ha_master[RMQ_HA_ADDR];   /* "host:port" a slave replicates from */

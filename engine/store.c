@@ -133,6 +133,9 @@ void rmq_config_init(rmq_config *cfg) {
   cfg->sync_flush_timeout_ms = 5000;
   cfg->flush_interval_ms = 500;
   cfg->max_reconsume_times = 16;
+  cfg->compress_over = 4096;
+  cfg->compress_type = RMQ_CODEC_ZLIB;
+  cfg->compress_level = 5;
   cfg->role = RMQ_ROLE_MASTER;
   cfg->ha_slave_timeout_ms = 3000;
   cfg->ha_heartbeat_ms = 5000;
@@ -236,6 +239,22 @@ static int check_ha(const rmq_config *cfg, rmq_err *err) {
   return rc;
 }
 
+/* compress_over, and compress_level within what compress_type takes. */
+static int check_compression(const rmq_config *cfg, rmq_err *err) {
+  int rc = check_range("compress_over", cfg->compress_over, 0, INT32_MAX, err);
+  rmq_codec c = cfg->compress_type;
+  if (!rc && c != RMQ_CODEC_ZLIB && c != RMQ_CODEC_LZ4 && c != RMQ_CODEC_ZSTD) {
+    rc = rmq_err_set(err, RMQ_EINVAL, "compress_type must be 'zlib', 'lz4' or 'zstd'");
+  }
+  /* Deflater's levels; LZ4F's fast and high-compression levels; zstd's positive levels. */
+  int lo = c == RMQ_CODEC_ZSTD ? 1 : 0, hi = c == RMQ_CODEC_ZLIB ? 9 : c == RMQ_CODEC_LZ4 ? 12 : 22;
+  if (!rc && (cfg->compress_level < lo || cfg->compress_level > hi)) {
+    rc = rmq_err_set(err, RMQ_EINVAL, "compress_level %d is out of range %d..%d for %s",
+                     cfg->compress_level, lo, hi, rmq_codec_name(c));
+  }
+  return rc;
+}
+
 int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   int64_t levels[RMQ_MAX_DELAY_LEVELS];
   int n;
@@ -268,6 +287,7 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
   if (!rc) rc = check_range("flush_interval_ms", cfg->flush_interval_ms, 1, 86400000, err);
   if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
   if (!rc) rc = check_range("max_reconsume_times", cfg->max_reconsume_times, 0, 10000, err);
+  if (!rc) rc = check_compression(cfg, err);
   if (!rc && cfg->transient_store_pool > 0 && cfg->flush_sync) {
     rc = rmq_err_set(err, RMQ_EINVAL,
                      "transient_store_pool requires flush='async' (as in "

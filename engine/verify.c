@@ -904,6 +904,25 @@ static void report_record(store_check *c, const rmq_commitlog_record *rec) {
          "record at offset %lld: %s", (long long)rec->offset, rec->reason);
 }
 
+/* A compressed body inflates, as a consumer inflates it (MessageDecoder.decode). */
+static void check_body_codec(store_check *c, const rmq_commitlog_record *rec) {
+  rmq_codec codec = rmq_codec_of_sys_flag(rec->m.sys_flag);
+  if (codec == RMQ_CODEC_NONE) return;
+  uint8_t *body;
+  size_t len;
+  rmq_err err = {0};
+  if (rmq_decompress(codec, rec->m.body, (size_t)rec->m.body_len, RMQ_MAX_INFLATED_BODY, &body,
+                     &len, &err) == RMQ_OK) {
+    free(body);
+    return;
+  }
+  if (err.code != RMQ_ECORRUPT) return; /* out of memory says nothing of the store */
+  char file[32];
+  record_file(rec, file);
+  report(&c->v, file, rec->offset - rec->segment, RMQ_DEFECT_BODY_CODEC,
+         "the message at offset %lld: %s", (long long)rec->offset, err.msg);
+}
+
 /*
 ** One pass over the records, each CRC checked, and each message checked
 ** at once against its consume-queue entry and its index items while its
@@ -931,6 +950,7 @@ static void walk_commitlog(store_check *c) {
              "the record at offset %lld says PHYSICALOFFSET %lld", (long long)rec.offset,
              (long long)rec.m.physical_offset);
     }
+    check_body_codec(c, &rec);
     record_props p;
     find_props(&rec.m, &p);
     c->log_end = rec.offset + rec.size;

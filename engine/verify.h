@@ -15,6 +15,7 @@
 #define RMQ_DEFECT_MAGIC "magic"
 #define RMQ_DEFECT_BLANK "blank"
 #define RMQ_DEFECT_PHY_OFFSET "phy_offset"
+#define RMQ_DEFECT_BODY_CODEC "body_codec" /* a compressed body that does not inflate */
 #define RMQ_DEFECT_CQ_OFFSET "cq_offset"
 #define RMQ_DEFECT_CQ_SIZE "cq_size"
 #define RMQ_DEFECT_CQ_TAGS "cq_tags"

@@ -22,7 +22,8 @@ typedef enum arg_kind {
   ARG_FLUSH,
   ARG_HOST,
   ARG_HOURS,
-  ARG_ROLE
+  ARG_ROLE,
+  ARG_CODEC
 } arg_kind;
 
 typedef struct arg_spec {
@@ -61,13 +62,16 @@ static const arg_spec arg_specs[] = {
     INT_ARG(transient_store_pool),
     {"warm_mapped_file", ARG_BOOL, offsetof(rmq_config, warm_mapped_file), 0},
     INT_ARG(max_reconsume_times),
+    INT_ARG(compress_over),
+    {"compress_type", ARG_CODEC, offsetof(rmq_config, compress_type), 0},
+    INT_ARG(compress_level),
     {"role", ARG_ROLE, offsetof(rmq_config, role), 0},
     TEXT_ARG(ha_listen),
     TEXT_ARG(ha_master),
     INT_ARG(ha_slave_timeout_ms),
 };
-/* parse_one keeps one bit per argument in an unsigned, bits 30 and 31 its own. */
-_Static_assert(sizeof arg_specs / sizeof *arg_specs < 30, "too many arguments for `seen`");
+/* parse_one keeps one bit per argument in a uint64_t, bits 62 and 63 its own. */
+_Static_assert(sizeof arg_specs / sizeof *arg_specs < 62, "too many arguments for `seen`");
 
 /*
 ** The value with the white space around it and its quotes removed, as a
@@ -163,6 +167,12 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
       }
       return SQLITE_OK;
     }
+    case ARG_CODEC:
+      if ((*(rmq_codec *)base = rmq_codec_by_name(v)) == RMQ_CODEC_NONE) {
+        return rmqx_errmsg(errmsg, SQLITE_ERROR,
+                           "compress_type: '%s' must be 'zlib', 'lz4' or 'zstd'", v);
+      }
+      return SQLITE_OK;
     case ARG_HOST:
       if (rmq_host_parse(v, (rmq_host *)base) != 0) {
         return rmqx_errmsg(errmsg, SQLITE_ERROR,
@@ -187,7 +197,7 @@ static int unknown_arg(const char *key, char **errmsg) {
   return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
 }
 
-static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *seen, char **errmsg) {
+static int parse_one(const char *arg, rmq_config *cfg, char **dir, uint64_t *seen, char **errmsg) {
   const char *eq = strchr(arg, '=');
   if (!eq) {
     return rmqx_errmsg(errmsg, SQLITE_ERROR, "argument '%s' is not key=value", arg);
@@ -200,9 +210,9 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
   int rc = SQLITE_OK, n = (int)(sizeof arg_specs / sizeof *arg_specs);
   int i = 0;
   while (i < n && strcmp(arg_specs[i].name, k) != 0) i++;
-  unsigned bit = 1u << (i < n ? i : 31);
+  uint64_t bit = UINT64_C(1) << (i < n ? i : 63);
   if (strcmp(k, "dir") == 0) {
-    bit = 1u << 30;
+    bit = UINT64_C(1) << 62;
   }
   if (*seen & bit) {
     *errmsg = sqlite3_mprintf("argument %s is given twice", k);
@@ -227,7 +237,7 @@ static int parse_one(const char *arg, rmq_config *cfg, char **dir, unsigned *see
 int rmqx_parse_args(int argc, const char *const *argv, rmq_config *cfg, char **dir, char **errmsg) {
   rmq_config_init(cfg);
   *dir = NULL;
-  unsigned seen = 0;
+  uint64_t seen = 0;
   for (int i = 0; i < argc; i++) {
     if (parse_one(argv[i], cfg, dir, &seen, errmsg) != SQLITE_OK) return SQLITE_ERROR;
   }

@@ -186,7 +186,8 @@ typedef struct rmqx_row {
       *born_timestamp, *born_host;
   /* what the store assigns, and the search inputs: an INSERT may not give them */
   sqlite3_value *commitlog_offset, *size, *msg_id, *queue_offset, *body_text, *sys_flag, *body_crc,
-      *store_timestamp, *store_host, *reconsume_times, *prepared_transaction_offset, *key, *wait_ms;
+      *store_timestamp, *store_host, *reconsume_times, *prepared_transaction_offset, *body_raw,
+      *key, *wait_ms;
 } rmqx_row;
 
 /* What a table keeps from one row to the next. */
@@ -199,6 +200,7 @@ typedef struct rmqx_row_state {
   char last_host_text[64]; /* the born_host text parsed last, and its value */
   size_t last_host_len;
   rmq_host last_host;
+  uint8_t *compressed; /* the last row's compressed body, which its message points at */
 } rmqx_row_state;
 
 /* A row's message; it points into this struct and into the row's values. */
@@ -211,9 +213,30 @@ typedef struct rmqx_row_message {
 /* cfg: the table's arguments (delay_levels). SQLITE_NOMEM or SQLITE_OK. */
 int rmqx_row_state_init(rmqx_row_state *st, const rmq_config *cfg);
 void rmqx_row_state_free(rmqx_row_state *st);
-/* Check row and build its message in *out; cfg: the store's (default_queues, max_message_size). */
+/*
+** Check row and build its message in *out; cfg: the store's (default_queues,
+** max_message_size, compress_*). A compressed body stays in st until the next row.
+*/
 int rmqx_row_message_build(rmqx_row_state *st, const rmq_config *cfg, const rmqx_row *row,
                            rmqx_row_message *out, char **errmsg);
+
+/*
+** body.c: a record's body as a consumer receives it (MessageDecoder.decode
+** with deCompressBody): inflated when SYSFLAG marks it compressed, at most
+** RMQ_MAX_INFLATED_BODY bytes; a body that does not inflate is an error
+** naming the record's offset and the codec. A cursor keeps the body it
+** inflated last, so that body and body_text inflate it once.
+*/
+typedef struct rmqx_body {
+  const uint8_t *of; /* the stored bytes it was inflated from, and their record's offset */
+  int64_t at;
+  uint8_t *bytes; /* what they inflated to, or NULL with err set */
+  size_t len;
+  rmq_err err;
+} rmqx_body;
+/* The body column (text: body_text, NULL when not UTF-8) of m into ctx. */
+void rmqx_result_body(sqlite3_context *ctx, rmqx_body *b, const rmq_message *m, bool text);
+void rmqx_body_free(rmqx_body *b);
 
 /*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING

@@ -47,6 +47,10 @@
 **                    damaged record as far as its bytes go; NULL for a BLANK
 **    properties      the properties as a JSON object of strings
 **    msg_id          the offset message id: store host + PHYSICALOFFSET
+**    body, body_text, body_raw
+**                    a message's body as the store table gives it: inflated
+**                    when SYSFLAG marks it compressed, as text, as stored;
+**                    NULL for a BLANK or a damaged record
 **
 ** How it works: the engine's commit-log iterator (rmq_commitlog_iter_*)
 ** walks the segments in order from the first; in each,
@@ -98,7 +102,7 @@
   " queue_offset INTEGER, sys_flag INTEGER, flag INTEGER, body_crc INTEGER,"            \
   " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"  \
   " reconsume_times INTEGER, prepared_transaction_offset INTEGER, body_length INTEGER," \
-  " properties TEXT, msg_id TEXT, dir HIDDEN)"
+  " properties TEXT, msg_id TEXT, body BLOB, body_text TEXT, body_raw BLOB, dir HIDDEN)"
 
 enum {
   COL_FILE,
@@ -124,6 +128,9 @@ enum {
   COL_BODY_LENGTH,
   COL_PROPERTIES,
   COL_MSG_ID,
+  COL_BODY,
+  COL_BODY_TEXT,
+  COL_BODY_RAW,
   COL_DIR
 };
 
@@ -139,6 +146,7 @@ typedef struct cl_cursor {
   rmq_commitlog_record rec; /* the current row */
   int crc_ok;               /* -1: not yet computed, 0/1, 2: not checkable */
   char *full_reason;        /* the record's reason with the CRC, for the column */
+  rmqx_body body;           /* the message's, inflated */
 } cl_cursor;
 
 /* ------------------------------------------------------------ the table */
@@ -158,6 +166,7 @@ static int cl_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 /* ------------------------------------------------------------ the walk */
 
 static void clear_row(cl_cursor *c) {
+  rmqx_body_free(&c->body);
   sqlite3_free(c->full_reason);
   c->full_reason = NULL;
   c->crc_ok = -1;
@@ -301,6 +310,17 @@ static void header_column(cl_cursor *c, sqlite3_context *ctx, int col) {
   }
 }
 
+/* A message's body; a BLANK's or a damaged record's is NULL. */
+static void body_column(cl_cursor *c, sqlite3_context *ctx, int col) {
+  const rmq_message *m = &c->rec.m;
+  if (c->rec.kind != RMQ_RECORD_MESSAGE) return;
+  if (col == COL_BODY_RAW) {
+    sqlite3_result_blob(ctx, m->body, m->body_len, SQLITE_TRANSIENT);
+  } else {
+    rmqx_result_body(ctx, &c->body, m, col == COL_BODY_TEXT);
+  }
+}
+
 static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   cl_cursor *c = (cl_cursor *)cur;
   static const char *const kinds[] = {"message", "blank", "damaged"};
@@ -327,6 +347,9 @@ static int cl_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
       break;
     }
     case COL_DIR: sqlite3_result_text(ctx, c->src.dir, -1, SQLITE_TRANSIENT); break;
+    case COL_BODY:
+    case COL_BODY_TEXT:
+    case COL_BODY_RAW: body_column(c, ctx, col); break;
     default: header_column(c, ctx, col); break;
   }
   int64_t expired = rmq_commitlog_iter_expired(&c->it);

@@ -108,7 +108,7 @@
   " topic TEXT, queue_id INTEGER, queue_offset INTEGER, tags TEXT, keys TEXT, body BLOB," \
   " body_text TEXT, properties TEXT, flag INTEGER, sys_flag INTEGER, body_crc INTEGER,"   \
   " born_timestamp INTEGER, born_host TEXT, store_timestamp INTEGER, store_host TEXT,"    \
-  " reconsume_times INTEGER, prepared_transaction_offset INTEGER,"                        \
+  " reconsume_times INTEGER, prepared_transaction_offset INTEGER, body_raw BLOB,"         \
   " delay_level INTEGER HIDDEN, key TEXT HIDDEN, wait_ms INTEGER HIDDEN)"
 
 enum {
@@ -133,6 +133,7 @@ enum {
   COL_STORE_HOST,
   COL_RECONSUME_TIMES,
   COL_PREPARED_TX_OFFSET,
+  COL_BODY_RAW,
   COL_DELAY_LEVEL,
   COL_KEY,
   COL_WAIT_MS,
@@ -674,6 +675,7 @@ typedef struct store_cursor {
   /* the current record, and its properties the columns show (found when first asked for) */
   rmq_commitlog_ref ref;
   rmq_message m;
+  rmqx_body body; /* m's, inflated */
   bool props_found;
   rmq_property_value props[PROP_COUNT];
   /* walks: the commit log's records, the iterator holding the current one's segment */
@@ -724,6 +726,7 @@ static void list_free(value_list *l) {
 
 static void cursor_reset(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
+  rmqx_body_free(&c->body);
   rmq_commitlog_iter_stop(&c->walk);
   if (c->iterating) rmq_cq_iter_stop(&c->it);
   c->iterating = false;
@@ -1339,12 +1342,9 @@ static int store_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col
     case COL_QUEUE_OFFSET: sqlite3_result_int64(ctx, m->queue_offset); break;
     case COL_TAGS: result_property(ctx, c, PROP_TAGS); break;
     case COL_KEYS: result_property(ctx, c, PROP_KEYS); break;
-    case COL_BODY: sqlite3_result_blob(ctx, m->body, m->body_len, SQLITE_TRANSIENT); break;
-    case COL_BODY_TEXT:
-      if (rmqx_utf8_valid(m->body, (size_t)m->body_len)) {
-        sqlite3_result_text(ctx, (const char *)m->body, m->body_len, SQLITE_TRANSIENT);
-      }
-      break;
+    case COL_BODY: rmqx_result_body(ctx, &c->body, m, false); break;
+    case COL_BODY_TEXT: rmqx_result_body(ctx, &c->body, m, true); break;
+    case COL_BODY_RAW: sqlite3_result_blob(ctx, m->body, m->body_len, SQLITE_TRANSIENT); break;
     case COL_PROPERTIES: result_properties(ctx, m); break;
     case COL_FLAG: sqlite3_result_int(ctx, m->flag); break;
     case COL_SYS_FLAG: sqlite3_result_int(ctx, m->sys_flag); break;
@@ -1408,6 +1408,7 @@ static rmqx_row row_values(sqlite3_value *rowid, sqlite3_value **c) {
                     .store_host = c[COL_STORE_HOST],
                     .reconsume_times = c[COL_RECONSUME_TIMES],
                     .prepared_transaction_offset = c[COL_PREPARED_TX_OFFSET],
+                    .body_raw = c[COL_BODY_RAW],
                     .key = c[COL_KEY],
                     .wait_ms = c[COL_WAIT_MS]};
 }
