@@ -1410,6 +1410,7 @@ typedef struct key_lookup {
   rmq_store *s;
   const char *topic, *key;
   size_t topic_len, key_len;
+  int64_t begin, end; /* the store times asked for */
 } key_lookup;
 
 /*
@@ -1433,7 +1434,9 @@ static rmq_index_verdict record_matches(void *ctx, int64_t phy_offset, int32_t k
   rmq_index_verdict v = RMQ_INDEX_OTHER;
   if ((size_t)m.topic_len == k->topic_len && memcmp(m.topic, k->topic, k->topic_len) == 0 &&
       record_has_key(&m, k->key, k->key_len)) {
-    v = RMQ_INDEX_MATCH;
+    /* Outside the window asked for, a record of the key is not counted against max. */
+    bool in_time = m.store_timestamp >= k->begin && m.store_timestamp <= k->end;
+    v = in_time ? RMQ_INDEX_MATCH : RMQ_INDEX_OTHER;
   } else {
     size_t un = 0, kn = 0;
     const char *uniq = rmq_properties_get(m.properties, (size_t)m.properties_len,
@@ -1450,14 +1453,20 @@ static rmq_index_verdict record_matches(void *ctx, int64_t phy_offset, int32_t k
 
 int rmq_store_query_key(rmq_store *s, const char *topic, const char *key, int64_t begin,
                         int64_t end, int max, int64_t *offsets, int *count, rmq_err *err) {
-  key_lookup k = {s, topic, key, strlen(topic), strlen(key)};
+  key_lookup k = {s, topic, key, strlen(topic), strlen(key), begin, end};
   rmq_index_match match = {record_matches, &k};
   *count = 0;
   int rc = rmq_store_refresh(s, err);
   if (rc == RMQ_OK) rc = rmq_store_index_error(s, err);
   if (rc != RMQ_OK) return rc;
-  return rmq_index_service_query_matching(&s->index, topic, k.topic_len, key, k.key_len, max, begin,
-                                          end, &match, offsets, count, err);
+  /*
+  ** An item keeps its store time in whole seconds after its file's first
+  ** (IndexService.buildIndex): one stored at or after begin may read as up to
+  ** 999 ms before it. The record decides.
+  */
+  int64_t item_begin = begin > INT64_MIN + 999 ? begin - 999 : INT64_MIN;
+  return rmq_index_service_query_matching(&s->index, topic, k.topic_len, key, k.key_len, max,
+                                          item_begin, end, &match, offsets, count, err);
 }
 
 int64_t rmq_store_time_at(void *store, int64_t phy_offset, int32_t size) {

@@ -101,16 +101,18 @@ static bool quoted(const char *v) {
 }
 
 /*
-** delete_when: hours "HH" joined by ';' ("04", "01;13"). RocketMQ compares
-** each with the current hour as two digits, so "4" would never match.
+** delete_when: hours 0 to 23 of one or two digits joined by ';' ("4",
+** "04", "01;13"), each compared as a number with the current hour
+** (UtilAll.isItTimeToDo parses each with Integer.parseInt).
 */
 static bool hours_valid(const char *v) {
   for (;;) {
-    if (!(v[0] >= '0' && v[0] <= '2' && v[1] >= '0' && v[1] <= '9')) return false;
-    if ((v[0] - '0') * 10 + (v[1] - '0') > 23) return false;
-    if (v[2] == '\0') return true;
-    if (v[2] != ';') return false;
-    v += 3;
+    int n = 0, hour = 0;
+    for (; n < 2 && v[n] >= '0' && v[n] <= '9'; n++) hour = hour * 10 + (v[n] - '0');
+    if (n == 0 || hour > 23) return false;
+    if (v[n] == '\0') return true;
+    if (v[n] != ';') return false;
+    v += n + 1;
   }
 }
 
@@ -147,8 +149,8 @@ static int set_value(const arg_spec *a, const char *v, rmq_config *cfg, char **e
       return SQLITE_OK;
     case ARG_HOURS:
       if (!hours_valid(v)) {
-        *errmsg = sqlite3_mprintf("%s: '%s' is not a list of hours like '04' or '01;13' (00 to "
-                                  "23)",
+        *errmsg = sqlite3_mprintf("%s: '%s' is not a list of hours like '4', '04' or '01;13' "
+                                  "(0 to 23)",
                                   a->name, v);
         return SQLITE_ERROR;
       }

@@ -273,6 +273,8 @@ enum {
   S_OFF_LT,
   S_TS_GE,
   S_TS_GT,
+  S_TS_LE,
+  S_TS_LT,
   S_COUNT
 };
 #define BIT(s) (1 << (s))
@@ -280,6 +282,8 @@ enum {
   (BIT(S_QOFF_EQ) | BIT(S_QOFF_GE) | BIT(S_QOFF_GT) | BIT(S_QOFF_LE) | BIT(S_QOFF_LT))
 #define OFF_BITS (BIT(S_OFF_GE) | BIT(S_OFF_GT) | BIT(S_OFF_LE) | BIT(S_OFF_LT))
 #define TS_BITS (BIT(S_TS_GE) | BIT(S_TS_GT))
+/* Upper bounds: a key look-up passes both to the index (IndexService.queryOffset's begin, end). */
+#define TS_HI_BITS (BIT(S_TS_LE) | BIT(S_TS_LT))
 
 /* The slot a usable constraint can fill, or -1. */
 static int constraint_slot(int col, int op) {
@@ -298,7 +302,8 @@ static int constraint_slot(int col, int op) {
     case COL_TAGS: return eq ? S_TAGS : -1;
     case COL_WAIT_MS: return eq ? S_WAIT : -1;
     case COL_STORE_TIMESTAMP:
-      return r == RMQX_RANGE_GE || r == RMQX_RANGE_GT ? S_TS_GE + r - RMQX_RANGE_GE : -1;
+      if (r == RMQX_RANGE_GE || r == RMQX_RANGE_GT) return S_TS_GE + r - RMQX_RANGE_GE;
+      return r == RMQX_RANGE_LE || r == RMQX_RANGE_LT ? S_TS_LE + r - RMQX_RANGE_LE : -1;
     default: return -1;
   }
 }
@@ -321,14 +326,17 @@ typedef enum plan {
 */
 static plan choose_plan(int avail, int *use) {
   bool topic = avail & BIT(S_TOPIC), cq = topic && (avail & BIT(S_QUEUE));
-  if (topic && (avail & BIT(S_KEY))) return *use = BIT(S_TOPIC) | BIT(S_KEY), PLAN_KEY;
+  int key_ts = avail & (TS_BITS | TS_HI_BITS);
+  if (topic && (avail & BIT(S_KEY))) return *use = BIT(S_TOPIC) | BIT(S_KEY) | key_ts, PLAN_KEY;
   if (cq && (avail & BIT(S_WAIT))) {
     *use = avail & (BIT(S_TOPIC) | BIT(S_QUEUE) | QOFF_BITS | BIT(S_TAGS) | BIT(S_WAIT) | TS_BITS);
     return PLAN_CQ;
   }
   if (avail & BIT(S_OFFSET_EQ)) return *use = BIT(S_OFFSET_EQ), PLAN_OFFSET;
   if (avail & BIT(S_MSGID)) return *use = BIT(S_MSGID), PLAN_MSGID;
-  if (topic && (avail & BIT(S_UNIQ))) return *use = BIT(S_TOPIC) | BIT(S_UNIQ), PLAN_UNIQ;
+  if (topic && (avail & BIT(S_UNIQ))) {
+    return *use = BIT(S_TOPIC) | BIT(S_UNIQ) | key_ts, PLAN_UNIQ;
+  }
   if (cq) {
     *use = avail & (BIT(S_TOPIC) | BIT(S_QUEUE) | QOFF_BITS | BIT(S_TAGS) | TS_BITS);
     return PLAN_CQ;
@@ -343,12 +351,13 @@ static plan choose_plan(int avail, int *use) {
 ** itself (sqlite3_vtab_in), LIMIT and OFFSET taken by the consume-queue
 ** plan, and the DEFER_* bits (below).
 */
-#define IN_TOPIC (1 << 20)
-#define IN_QUEUE (1 << 21)
-#define IN_TAGS (1 << 22)
-#define IN_KEY (1 << 23)
-#define USE_LIMIT (1 << 24)
-#define USE_OFFSET (1 << 25)
+#define IN_TOPIC (1 << 21)
+#define IN_QUEUE (1 << 22)
+#define IN_TAGS (1 << 23)
+#define IN_KEY (1 << 24)
+#define USE_LIMIT (1 << 25)
+#define USE_OFFSET (1 << 26)
+_Static_assert(S_COUNT <= 21, "the slots' bits reach IN_TOPIC");
 
 /* The IN bit of a slot whose list xFilter can iterate, or 0. */
 static int in_bit(int s) {
@@ -370,10 +379,12 @@ static const char *eq_name(int idx, int s, const char *eq, const char *in) {
 static char *plan_name(plan p, int idx) {
   static const char *const names[] = {"offset=?", "msgid",        "index key", "index uniq_key",
                                       "cq",       "offset range", "scan"};
+  const char *key_ts = idx & (TS_BITS | TS_HI_BITS) ? " store_timestamp range" : "";
   if (p == PLAN_KEY) {
-    return sqlite3_mprintf("index key%s%s", idx & IN_TOPIC ? " topic IN (...)" : "",
-                           idx & IN_KEY ? " key IN (...)" : "");
+    return sqlite3_mprintf("index key%s%s%s", idx & IN_TOPIC ? " topic IN (...)" : "",
+                           idx & IN_KEY ? " key IN (...)" : "", key_ts);
   }
+  if (p == PLAN_UNIQ) return sqlite3_mprintf("index uniq_key%s", key_ts);
   if (p != PLAN_CQ) {
     bool ts = p == PLAN_SCAN && (idx & TS_BITS);
     return sqlite3_mprintf("%s%s", names[p], ts ? " store_timestamp>=?" : "");
@@ -703,7 +714,8 @@ typedef struct store_cursor {
   int64_t deadline;    /* long poll: wait for a first row until then (monotonic ms); 0: no */
   sqlite3_stmt *probe; /* long poll: a statement stepped to learn of sqlite3_interrupt() */
   bool found;          /* a row was returned: no more waiting */
-  /* key look-ups */
+  /* key look-ups: the store times [key_begin, key_end] the index is asked for */
+  int64_t key_begin, key_end;
   int64_t *offsets;
   int noffsets, ioffset;
   const char *key; /* the key looked up, in inner */
@@ -1026,8 +1038,8 @@ static int key_lookup(store_cursor *c) {
   if (!topic || !c->key) return SQLITE_NOMEM;
   c->ioffset = 0;
   rmq_err err = {0};
-  if (rmq_store_query_key(c->vt->store, topic, c->key, 0, INT64_MAX, KEY_QUERY_MAX, c->offsets,
-                          &c->noffsets, &err) != RMQ_OK) {
+  if (rmq_store_query_key(c->vt->store, topic, c->key, c->key_begin, c->key_end, KEY_QUERY_MAX,
+                          c->offsets, &c->noffsets, &err) != RMQ_OK) {
     return rmqx_vtab_error(&c->vt->base, "%s", err.msg);
   }
   return SQLITE_OK;
@@ -1048,18 +1060,6 @@ static int key_next(store_cursor *c) {
   return SQLITE_OK;
 }
 
-static int key_filter(store_cursor *c) {
-  int rc = wait_dispatched(c);
-  if (rc != SQLITE_OK) return rc;
-  if (c->topics.n == 0 || c->inner.n == 0) {
-    c->eof = true;
-    return SQLITE_OK;
-  }
-  c->offsets = sqlite3_malloc(KEY_QUERY_MAX * (int)sizeof *c->offsets);
-  if (!c->offsets) return SQLITE_NOMEM;
-  rc = key_lookup(c);
-  return rc == SQLITE_OK ? key_next(c) : rc;
-}
 
 /* ---- xFilter */
 
@@ -1164,6 +1164,28 @@ static int cq_tags(store_cursor *c, filter_args *a, int idx) {
   return SQLITE_OK;
 }
 
+/*
+** A key look-up: the store_timestamp bounds go to the index as [begin, end]
+** (IndexService.queryOffset), so that KEY_QUERY_MAX counts only records in them.
+*/
+static int key_filter(store_cursor *c, filter_args *a) {
+  int rc = wait_dispatched(c);
+  if (rc != SQLITE_OK) return rc;
+  range ts = time_range(a);
+  range_narrow(&ts, SQLITE_INDEX_CONSTRAINT_LE, a->v[S_TS_LE]);
+  range_narrow(&ts, SQLITE_INDEX_CONSTRAINT_LT, a->v[S_TS_LT]);
+  c->key_begin = ts.lo < 0 ? 0 : ts.lo;
+  c->key_end = ts.hi == INT64_MAX ? INT64_MAX : ts.hi - 1;
+  if (c->topics.n == 0 || c->inner.n == 0 || ts.lo >= ts.hi) {
+    c->eof = true;
+    return SQLITE_OK;
+  }
+  c->offsets = sqlite3_malloc(KEY_QUERY_MAX * (int)sizeof *c->offsets);
+  if (!c->offsets) return SQLITE_NOMEM;
+  rc = key_lookup(c);
+  return rc == SQLITE_OK ? key_next(c) : rc;
+}
+
 /* LIMIT and OFFSET (a negative LIMIT is none, as in SQLite), and the log's start for OFFSET. */
 static void cq_limit(store_cursor *c, filter_args *a) {
   c->limit = a->limit ? sqlite3_value_int64(a->limit) : -1;
@@ -1266,7 +1288,7 @@ static int store_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_
       if (rc == SQLITE_OK) {
         rc = list_collect(&c->inner, &a, c->plan == PLAN_KEY ? S_KEY : S_UNIQ, idx_num, IN_KEY);
       }
-      return rc == SQLITE_OK ? key_filter(c) : rc;
+      return rc == SQLITE_OK ? key_filter(c, &a) : rc;
     case PLAN_CQ: return cq_filter(c, &a, idx_num);
     default: return walk_filter(c, &a);
   }

@@ -49,12 +49,16 @@ static void config(rmq_config *cfg, int32_t file_size, const char *when) {
   cfg->clean_first_delay_ms = 3600000;
 }
 
-/* delete_when for the hour now (and the next, so that a pass at the turn of the hour counts). */
+/*
+** delete_when for the hour now (and the next, so that a pass at the turn of
+** the hour counts), the first without a leading zero ("4;05"), as RocketMQ
+** reads either (Integer.parseInt).
+*/
 static void hours(char *now, char *other, size_t cap) {
   time_t t = time(NULL);
   struct tm tm;
   localtime_r(&t, &tm);
-  snprintf(now, cap, "%02d;%02d", tm.tm_hour, (tm.tm_hour + 1) % 24);
+  snprintf(now, cap, "%d;%02d", tm.tm_hour, (tm.tm_hour + 1) % 24);
   snprintf(other, cap, "%02d", (tm.tm_hour + 12) % 24);
 }
 
