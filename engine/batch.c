@@ -43,6 +43,7 @@ struct rmq_batch {
   int fd;            /* the memory file, -1 until the batch outgrows the block */
   int64_t spilled;   /* the batch's first bytes, in the file */
   int count;         /* records in the batch */
+  bool waits;        /* a row waits for the disk (rmq_message_waits); kept until cleared */
   batch_mark *marks; /* one per open savepoint level */
   int nmarks, marks_cap;
 };
@@ -120,10 +121,13 @@ int rmq_batch_add(rmq_batch *b, const rmq_message *m, rmq_err *err) {
     b->used += (size_t)len;
   }
   b->count++;
+  if (rmq_message_waits(m)) b->waits = true;
   return RMQ_OK;
 }
 
 int rmq_batch_count(const rmq_batch *b) { return b->count; }
+
+bool rmq_batch_waits(const rmq_batch *b) { return b->waits; }
 
 /* SQLite opens a statement savepoint around every INSERT in a transaction: no realloc each time. */
 int rmq_batch_savepoint(rmq_batch *b, int level, rmq_err *err) {
@@ -173,12 +177,19 @@ void rmq_batch_clear(rmq_batch *b) {
   }
   cut(b, 0, 0);
   for (int i = 0; i < b->nmarks; i++) b->marks[i] = (batch_mark){0, 0};
+  b->waits = false;
 }
 
-/* end_offset NULL: a put that waits for flush='sync'; else rmq_store_put_encoded_unflushed. */
+/*
+** end_offset NULL: a put that waits for flush='sync' (unless no row waits);
+** else rmq_store_put_encoded_unflushed.
+*/
 static int append(rmq_batch *b, int64_t *first_offset, int64_t *end_offset, rmq_err *err) {
   *first_offset = -1;
   if (b->count == 0) return RMQ_OK;
+  int64_t end = 0;
+  bool settle = end_offset == NULL && !b->waits;
+  if (settle) end_offset = &end;
   int rc;
   if (b->spilled > 0) {
     rc = spill(b, err);
@@ -192,6 +203,7 @@ static int append(rmq_batch *b, int64_t *first_offset, int64_t *end_offset, rmq_
                                                       end_offset, err)
                     : rmq_store_put_encoded(b->store, &span, 1, b->count, first_offset, err);
   }
+  if (rc == RMQ_OK && settle) rc = rmq_store_handle_flush(b->store, end, false, err);
   /* Appended, even if its flush or a slave's ack then failed: never again. */
   if (rc == RMQ_OK || *first_offset >= 0) rmq_batch_clear(b);
   return rc;

@@ -1521,7 +1521,7 @@ bool rmq_commitlog_entry_check(rmq_commitlog *cl, const char *topic, int32_t que
   } else if (e->size != m->total_size) {
     snprintf(why, cap, "entry %lld says size %d, its record at %lld has %d", (long long)n,
              (int)e->size, (long long)e->phy_offset, (int)m->total_size);
-  } else if (strcmp(topic, RMQ_SCHEDULE_TOPIC) != 0 &&
+  } else if (strcmp(topic, RMQ_SCHEDULE_TOPIC) != 0 && !rmq_cq_ext_addr(e->tags_code) &&
              e->tags_code != rmq_commitlog_tags_code(cl, m)) {
     /* A delayed message's tagsCode is its due time, by the levels it was written with. */
     snprintf(why, cap, "entry %lld says tagsCode %lld, its record at %lld has %lld", (long long)n,

@@ -263,6 +263,8 @@ static void unlink_request(rmq_flush_service *fs, group_commit_request *r) {
   }
 }
 
+void rmq_flush_wakeup(rmq_flush_service *fs) { rmq_service_thread_wakeup(&fs->flush_thread); }
+
 int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err) {
   if (!fs->cfg.sync || rmq_commitlog_flushed_offset(fs->cl) >= next_offset) return RMQ_OK;
   group_commit_request req = {.next_offset = next_offset};

@@ -54,6 +54,8 @@ void rmq_flush_service_free(rmq_flush_service *fs);
 
 /* sync mode: wait until the CommitLog is on disk up to next_offset. */
 int rmq_flush_wait(rmq_flush_service *fs, int64_t next_offset, rmq_err *err);
+/* A put that does not wait (WAIT=false): the flush runs soon (GroupCommitService.wakeup). */
+void rmq_flush_wakeup(rmq_flush_service *fs);
 /* Commit and force everything written so far; *flushed_offset receives the result. */
 int rmq_flush_all(rmq_flush_service *fs, int64_t *flushed_offset, rmq_err *err);
 /*

@@ -5,6 +5,7 @@
 #include "properties.h"
 
 #include <string.h>
+#include <strings.h>
 
 void rmq_properties_iter_init(rmq_properties_iter *it, const char *props, size_t len) {
   it->p = props;
@@ -86,4 +87,10 @@ int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name, 
     return -1;
   }
   return rmq_properties_put(buf, cap, len, name, name_len, value, value_len);
+}
+
+bool rmq_message_waits(const rmq_message *m) {
+  size_t n = 0;
+  const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_WAIT, &n);
+  return v == NULL || (n == 4 && strncasecmp(v, "true", 4) == 0);
 }

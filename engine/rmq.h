@@ -104,6 +104,7 @@ int rmq_msg_id_parse(const char *hex, size_t len, rmq_host *store_host, int64_t 
 #define RMQ_PROPERTY_KEYS "KEYS"
 #define RMQ_PROPERTY_UNIQ_KEY "UNIQ_KEY"
 #define RMQ_PROPERTY_DELAY "DELAY"
+#define RMQ_PROPERTY_WAIT "WAIT" /* "false": the put does not wait for the disk (flush='sync') */
 #define RMQ_PROPERTY_REAL_TOPIC "REAL_TOPIC"
 #define RMQ_PROPERTY_REAL_QID "REAL_QID"
 #define RMQ_PROPERTY_RETRY_TOPIC "RETRY_TOPIC"             /* a retried message's first topic */
@@ -127,6 +128,12 @@ typedef struct rmq_properties_iter {
   const char *p, *end;
 } rmq_properties_iter;
 void rmq_properties_iter_init(rmq_properties_iter *it, const char *props, size_t len);
+/*
+** MessageExt.isWaitStoreMsgOK: whether a put of m waits for the disk
+** (flush='sync') and for a slave (sync_master): unless its WAIT property is
+** there and is not "true" in any case (Boolean.parseBoolean).
+*/
+bool rmq_message_waits(const rmq_message *m);
 /* Next valid pair in stored order; returns false at the end. */
 bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *name_len,
                          const char **value, size_t *value_len);
@@ -443,7 +450,8 @@ typedef struct rmq_span {
 ** RMQ_EPOISONED: an earlier I/O failure stopped writes. RMQ_EFULL, RMQ_EIO.
 ** With flush='sync', returns only after the batch is on disk; a flush that
 ** fails or times out is an error (RMQ_EIO / RMQ_ETIMEOUT), never a silent
-** success. A slave refuses every put (RMQ_EINVAL naming its master). A
+** success. A batch none of whose messages waits (rmq_message_waits) returns
+** once it is readable (rmq_store_handle_flush). A slave refuses every put (RMQ_EINVAL naming its master). A
 ** sync_master returns once a slave acknowledged the batch; the batch is
 ** written locally either way: RMQ_ENOSLAVE when no slave has reported
 ** (SLAVE_NOT_AVAILABLE), RMQ_ETIMEOUT past ha_slave_timeout_ms
@@ -500,6 +508,13 @@ int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err);
 ** Errors as a put's wait (RMQ_EIO, RMQ_ETIMEOUT, RMQ_EPOISONED).
 */
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err);
+/*
+** CommitLog.handleDiskFlush and handleHA: with wait, rmq_store_wait_flushed.
+** Without (no record of the put waits: rmq_message_waits), the records are
+** made readable (the write window committed), the group commit is woken to
+** force them soon, and a sync master does not wait for a slave.
+*/
+int rmq_store_handle_flush(rmq_store *s, int64_t end_offset, bool wait, rmq_err *err);
 
 /* ----------------------------------------------------------------- reads */
 
@@ -632,6 +647,15 @@ typedef struct rmq_cq_entry {
   int32_t size;       /* its TOTALSIZE */
   int64_t tags_code;
 } rmq_cq_entry;
+
+/*
+** A broker with enableConsumeQueueExt may put in tagsCode the address of the
+** entry's ConsumeQueueExt unit instead of the tags' hash
+** (ConsumeQueueExt.isExtAddr: at or below Integer.MIN_VALUE - 1); the tags
+** are then known only from the record.
+*/
+#define RMQ_CQ_EXT_ADDR_MAX (INT64_C(-2147483649))
+static inline bool rmq_cq_ext_addr(int64_t tags_code) { return tags_code <= RMQ_CQ_EXT_ADDR_MAX; }
 
 /*
 ** The queue (topic, queue_id), or NULL when it has no messages (also for a
@@ -1159,6 +1183,12 @@ int rmq_batch_append(rmq_batch *b, int64_t *first_offset, rmq_err *err);
 */
 int rmq_batch_append_unflushed(rmq_batch *b, int64_t *first_offset, int64_t *end_offset,
                                rmq_err *err);
+/*
+** Whether a row of the batch waits for the disk (rmq_message_waits): when
+** none does, rmq_batch_append returns once the batch is in the log and
+** readable, and the group commit forces it soon after.
+*/
+bool rmq_batch_waits(const rmq_batch *b);
 /* Give the batch's memory back (NULL: nothing). */
 void rmq_batch_free(rmq_batch *b);
 

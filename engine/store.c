@@ -1054,6 +1054,7 @@ typedef struct put_args {
   int64_t *first_offset; /* spans: where the batch starts, -1 when it was not appended */
   int64_t *end_offset;   /* set: where it ends, and the caller waits (rmq_store_wait_flushed) */
   bool run;              /* it continues the caller's run of such puts (the write window) */
+  bool no_wait;          /* no message waits for the disk (rmq_message_waits) */
   int fd;                /* > 0: the records are the first file_len bytes of this file */
   int64_t file_len;
 } put_args;
@@ -1073,6 +1074,16 @@ int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
   if (rc == RMQ_OK && s->cfg.role == RMQ_ROLE_SYNC_MASTER) {
     rc = rmq_ha_service_wait(s->ha, end_offset, s->cfg.ha_slave_timeout_ms, err);
   }
+  return rc;
+}
+
+int rmq_store_handle_flush(rmq_store *s, int64_t end_offset, bool wait, rmq_err *err) {
+  if (wait) return rmq_store_wait_flushed(s, end_offset, err);
+  if (s->via_owner || !s->flush) return RMQ_OK;
+  bool committed = false;
+  int rc = rmq_commitlog_commit_window(&s->commitlog, &committed, err);
+  if (committed) rmq_reput_wakeup(s->reput);
+  if (s->cfg.flush_sync) rmq_flush_wakeup(s->flush);
   return rc;
 }
 
@@ -1100,7 +1111,7 @@ static int store_put(rmq_store *s, const put_args *a, rmq_err *err) {
     *a->end_offset = end;
     return RMQ_OK;
   }
-  return rmq_store_wait_flushed(s, end, err);
+  return rmq_store_handle_flush(s, end, !a->no_wait, err);
 }
 
 void *rmq_store_staging_take(rmq_store *s) {
@@ -1131,7 +1142,8 @@ static int timed_put(rmq_store *s, const put_args *a, rmq_err *err) {
 
 int rmq_store_put(rmq_store *s, const rmq_message *msgs, int n, rmq_put_result *results,
                   rmq_err *err) {
-  put_args a = {.msgs = msgs, .n = n, .results = results};
+  put_args a = {.msgs = msgs, .n = n, .results = results, .no_wait = n > 0};
+  for (int i = 0; i < n && a.no_wait; i++) a.no_wait = !rmq_message_waits(&msgs[i]);
   return timed_put(s, &a, err);
 }
 
@@ -1660,7 +1672,7 @@ static int follower_put(rmq_store *s, const put_args *a, rmq_err *err) {
     if (a->end_offset) *a->end_offset = end;
     return rc;
   }
-  return follower_wait_durable(s, end, err);
+  return a->no_wait ? RMQ_OK : follower_wait_durable(s, end, err);
 }
 
 static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err) {

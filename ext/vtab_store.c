@@ -155,6 +155,7 @@ typedef struct store_vtab {
   rmqx_row_state row;    /* what INSERT keeps from one row to the next (row.c) */
   bool readonly;         /* readonly=1, even when the engine it shares is writable */
   int64_t unflushed_end; /* autocommit rows appended, whose flush xSync waits for; 0: none */
+  bool unflushed_waits;  /* one of them waits for the disk (rmq_message_waits) */
 } store_vtab;
 
 /*
@@ -910,7 +911,10 @@ static int tags_code_at(const store_cursor *c, int k, int64_t code) {
 static bool tags_match(store_cursor *c, int64_t code) {
   const rmq_property_value *v = cursor_property(c, PROP_TAGS);
   if (!v->value || !rmqx_utf8_valid((const uint8_t *)v->value, v->len)) return false;
-  for (int k = tags_code_at(c, 0, code); k >= 0; k = tags_code_at(c, k + 1, code)) {
+  /* An extension address says nothing of the tags: every wanted one is compared. */
+  bool ext = rmq_cq_ext_addr(code);
+  for (int k = ext ? 0 : tags_code_at(c, 0, code); k >= 0 && k < c->tags.n;
+       k = ext ? k + 1 : tags_code_at(c, k + 1, code)) {
     sqlite3_value *t = c->tags.v[k];
     const unsigned char *text = sqlite3_value_text(t);
     if (text && (size_t)sqlite3_value_bytes(t) == v->len && memcmp(text, v->value, v->len) == 0) {
@@ -996,7 +1000,9 @@ static int cq_next(store_cursor *c) {
     }
     if (c->iterating && c->it.offset < c->qoff_end && rmq_cq_iter_next(&c->it, &e)) {
       c->next_offset = c->it.offset;
-      if (c->has_tags && tags_code_at(c, 0, e.tags_code) < 0) continue;
+      if (c->has_tags && !rmq_cq_ext_addr(e.tags_code) && tags_code_at(c, 0, e.tags_code) < 0) {
+        continue;
+      }
       if (skip_unread(c, &e)) {
         c->skip--;
         continue;
@@ -1495,11 +1501,13 @@ static int store_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqli
   */
   int64_t offset = 0, end = vt->unflushed_end;
   rmq_err err = {0};
+  bool waits = rmq_batch_waits(vt->batch);
   rc = put_result(vt, rmq_batch_append_unflushed(vt->batch, &offset, &end, &err), &err);
   rmq_batch_clear(vt->batch);
   if (rc == SQLITE_OK) {
     *rowid = offset;
     vt->unflushed_end = end;
+    vt->unflushed_waits |= waits;
   }
   return rc;
 }
@@ -1511,14 +1519,18 @@ static int store_begin(sqlite3_vtab *base) { return store_ready((store_vtab *)ba
 
 /*
 ** The autocommit rows of the statement ending are on disk (flush='sync')
-** before it reports success, as they were when each waited for itself.
+** before it reports success, as they were when each waited for itself,
+** unless none of them waits (WAIT=false): they are then readable, and on
+** disk soon after.
 */
 static int wait_flushed(store_vtab *vt) {
   if (vt->unflushed_end == 0) return SQLITE_OK;
   int64_t end = vt->unflushed_end;
+  bool wait = vt->unflushed_waits;
   vt->unflushed_end = 0;
+  vt->unflushed_waits = false;
   rmq_err err = {0};
-  return put_result(vt, rmq_store_wait_flushed(vt->store, end, &err), &err);
+  return put_result(vt, rmq_store_handle_flush(vt->store, end, wait, &err), &err);
 }
 
 /*

@@ -254,6 +254,59 @@ static void test_flush_timeout(const char *dir) {
   rmq_store_close(s);
 }
 
+/*
+** A message whose WAIT property is false does not wait for the disk
+** (CommitLog.handleDiskFlush's isWaitStoreMsgOK): with a flush stalled past
+** sync_flush_timeout_ms it returns at once, readable, and the group commit
+** forces it later; WAIT=TRUE (any case) and a batch with one waiting row wait.
+*/
+static void test_wait_false(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  cfg.flush_sync = true;
+  cfg.sync_flush_timeout_ms = 200;
+  rmq_store *s = tu_open(dir, &cfg);
+  rmq_err err = {0};
+  tu_msg t;
+  rmq_put_result r;
+  rmq_io_stall(RMQ_IO_MSYNC, 1, 1000);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "W", 0, "nowait", 6, "WAIT=false"), 1, &r, &err),
+               RMQ_OK);
+  int64_t end = r.physical_offset + r.size;
+  rmq_commitlog_ref ref = {0};
+  rmq_message m;
+  CHECK_EQ_INT(rmq_store_read(s, r.physical_offset, &ref, &m, &err), RMQ_OK);
+  CHECK(m.body_len == 6 && memcmp(m.body, "nowait", 6) == 0);
+  rmq_commitlog_ref_release(&ref);
+  CHECK(rmq_commitlog_flushed_offset(rmq_store_commitlog(s)) < end);
+  CHECK_EQ_INT(rmq_store_put(s, tu_message(&t, "W", 0, "wait", 4, "WAIT=TRUE"), 1, &r, &err),
+               RMQ_ETIMEOUT);
+  usleep(1100 * 1000); /* the stalled flush ends: nobody waited for it, and it forced both */
+  CHECK(rmq_commitlog_flushed_offset(rmq_store_commitlog(s)) >= r.physical_offset + r.size);
+  /* A batch waits when one of its rows does. */
+  rmq_batch *b = rmq_batch_new(s);
+  int64_t first;
+  rmq_err_clear(&err);
+  CHECK_EQ_INT(rmq_batch_add(b, tu_message(&t, "W", 0, "b1", 2, "WAIT=false"), &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_batch_add(b, tu_message(&t, "W", 0, "b2", 2, NULL), &err), RMQ_OK);
+  CHECK(rmq_batch_waits(b));
+  rmq_batch_clear(b);
+  CHECK(!rmq_batch_waits(b));
+  /* A batch of rows that do not wait returns while the group commit is stalled on it. */
+  CHECK_EQ_INT(rmq_batch_add(b, tu_message(&t, "W", 0, "b3", 2, "WAIT=no"), &err), RMQ_OK);
+  CHECK(!rmq_batch_waits(b));
+  rmq_io_stall(RMQ_IO_MSYNC, 1, 1000);
+  CHECK_EQ_INT(rmq_batch_append(b, &first, &err), RMQ_OK);
+  CHECK(first > 0 && rmq_commitlog_flushed_offset(rmq_store_commitlog(s)) <= first);
+  /* One that waits, behind it, times out. */
+  CHECK_EQ_INT(rmq_batch_add(b, tu_message(&t, "W", 0, "b4", 2, NULL), &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_batch_append(b, &first, &err), RMQ_ETIMEOUT);
+  CHECK(!rmq_batch_waits(b)); /* appended: cleared */
+  rmq_batch_free(b);
+  usleep(1100 * 1000);
+  rmq_store_close(s);
+}
+
 /* A segment that cannot be created fails the put with the path; nothing is half-written. */
 static void test_open_failure(const char *dir) {
   rmq_config cfg;
@@ -706,6 +759,7 @@ int main(int argc, char **argv) {
   void (*tests[])(const char *) = {test_lock_and_abort,        test_lock_in_process,
                                    test_damaged_tail,          test_damage_before_checkpoint,
                                    test_fsync_failure,         test_flush_timeout,
+                                   test_wait_false,
                                    test_open_failure,          test_dir_sync_failure,
                                    test_disk_reservation,      test_dispatch_disk_full,
                                    test_put_encoded,           test_put_encoded_failures,
