@@ -91,6 +91,7 @@ int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name, 
 
 bool rmq_message_waits(const rmq_message *m) {
   size_t n = 0;
-  const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_WAIT, &n);
+  const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_WAIT,
+                                     &n);
   return v == NULL || (n == 4 && strncasecmp(v, "true", 4) == 0);
 }

@@ -267,20 +267,28 @@ int32_t rmq_codec_sys_flag(rmq_codec c);
 const char *rmq_codec_name(rmq_codec c);
 rmq_codec rmq_codec_by_name(const char *name);
 /*
-** Inflate len bytes at src with c into *out (malloc'd, *out_len bytes; at
-** least one byte allocated). RMQ_ECORRUPT naming the codec and what is wrong
-** for a damaged or cut stream, or one that inflates past max bytes;
-** RMQ_ENOMEM.
+** Each codec's state kept from one body to the next, so that a run of
+** bodies does not set one up for each; one per table, cursor or thread (not
+** thread-safe). NULL when out of memory.
 */
-int rmq_decompress(rmq_codec c, const uint8_t *src, size_t len, size_t max, uint8_t **out,
-                   size_t *out_len, rmq_err *err);
+typedef struct rmq_codec_ctx rmq_codec_ctx;
+rmq_codec_ctx *rmq_codec_ctx_new(void);
+void rmq_codec_ctx_free(rmq_codec_ctx *x);
 /*
-** Compress len bytes at src with c at level (zlib 0-9, zstd 1-22; LZ4 frames
-** take none) into *out (malloc'd, *out_len bytes). RMQ_ENOMEM, or RMQ_EIO
-** naming the codec's error.
+** Inflate len bytes at src with c into *out (malloc'd, *out_len bytes; at
+** least one byte allocated), with x's state (NULL: set up for this body
+** alone). RMQ_ECORRUPT naming the codec and what is wrong for a damaged or
+** cut stream, or one that inflates past max bytes; RMQ_ENOMEM.
 */
-int rmq_compress(rmq_codec c, int level, const uint8_t *src, size_t len, uint8_t **out,
-                 size_t *out_len, rmq_err *err);
+int rmq_decompress(rmq_codec_ctx *x, rmq_codec c, const uint8_t *src, size_t len, size_t max,
+                   uint8_t **out, size_t *out_len, rmq_err *err);
+/*
+** Compress len bytes at src with c at level (zlib 0-9, zstd 1-22, LZ4 0-12)
+** into *out (malloc'd, *out_len bytes), with x's state (NULL: set up for
+** this body alone). RMQ_ENOMEM, or RMQ_EIO naming the codec's error.
+*/
+int rmq_compress(rmq_codec_ctx *x, rmq_codec c, int level, const uint8_t *src, size_t len,
+                 uint8_t **out, size_t *out_len, rmq_err *err);
 
 /* ---------------------------------------------------------------- clocks */
 

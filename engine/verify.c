@@ -324,6 +324,7 @@ typedef struct index_cursor {
 
 typedef struct store_check {
   verifier v;
+  rmq_codec_ctx *codec; /* inflates compressed bodies; NULL until one */
   const char *dir;
   rmq_commitlog *cl;
   rmq_cq_table *cqs;
@@ -911,8 +912,9 @@ static void check_body_codec(store_check *c, const rmq_commitlog_record *rec) {
   uint8_t *body;
   size_t len;
   rmq_err err = {0};
-  if (rmq_decompress(codec, rec->m.body, (size_t)rec->m.body_len, RMQ_MAX_INFLATED_BODY, &body,
-                     &len, &err) == RMQ_OK) {
+  if (!c->codec && !(c->codec = rmq_codec_ctx_new())) return;
+  if (rmq_decompress(c->codec, codec, rec->m.body, (size_t)rec->m.body_len, RMQ_MAX_INFLATED_BODY,
+                     &body, &len, &err) == RMQ_OK) {
     free(body);
     return;
   }
@@ -972,6 +974,8 @@ static int check_contents(store_check *c, rmq_err *err) {
   rmq_index_view_release(&c->ix.iv);
   if (c->rec_mf) rmq_mapped_file_release(c->rec_mf);
   free_queues(c);
+  rmq_codec_ctx_free(c->codec);
+  c->codec = NULL;
   return rc;
 }
 

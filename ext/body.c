@@ -8,7 +8,15 @@
 
 void rmqx_body_free(rmqx_body *b) {
   free(b->bytes);
+  rmq_codec_ctx *codec = b->codec;
   memset(b, 0, sizeof *b);
+  b->codec = codec;
+}
+
+void rmqx_body_done(rmqx_body *b) {
+  rmqx_body_free(b);
+  rmq_codec_ctx_free(b->codec);
+  b->codec = NULL;
 }
 
 /* Inflate m's body into b, unless b holds it already. */
@@ -19,7 +27,11 @@ static void inflate_into(rmqx_body *b, const rmq_message *m) {
   rmqx_body_free(b);
   b->of = m->body;
   b->at = m->physical_offset;
-  rmq_decompress(rmq_codec_of_sys_flag(m->sys_flag), m->body, (size_t)m->body_len,
+  if (!b->codec && !(b->codec = rmq_codec_ctx_new())) {
+    rmq_err_set(&b->err, RMQ_ENOMEM, "out of memory");
+    return;
+  }
+  rmq_decompress(b->codec, rmq_codec_of_sys_flag(m->sys_flag), m->body, (size_t)m->body_len,
                  RMQ_MAX_INFLATED_BODY, &b->bytes, &b->len, &b->err);
 }
 

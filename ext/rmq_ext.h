@@ -200,7 +200,8 @@ typedef struct rmqx_row_state {
   char last_host_text[64]; /* the born_host text parsed last, and its value */
   size_t last_host_len;
   rmq_host last_host;
-  uint8_t *compressed; /* the last row's compressed body, which its message points at */
+  uint8_t *compressed;  /* the last row's compressed body, which its message points at */
+  rmq_codec_ctx *codec; /* kept from row to row; NULL until a body is compressed */
 } rmqx_row_state;
 
 /* A row's message; it points into this struct and into the row's values. */
@@ -233,10 +234,13 @@ typedef struct rmqx_body {
   uint8_t *bytes; /* what they inflated to, or NULL with err set */
   size_t len;
   rmq_err err;
+  rmq_codec_ctx *codec; /* kept from row to row; NULL until a body inflates */
 } rmqx_body;
 /* The body column (text: body_text, NULL when not UTF-8) of m into ctx. */
 void rmqx_result_body(sqlite3_context *ctx, rmqx_body *b, const rmq_message *m, bool text);
+/* Forget the row's body (its codec state stays); done: the codec state too. */
 void rmqx_body_free(rmqx_body *b);
+void rmqx_body_done(rmqx_body *b);
 
 /*
 ** args.c: the key=value arguments of CREATE VIRTUAL TABLE ... USING

@@ -374,6 +374,8 @@ void rmqx_row_state_free(rmqx_row_state *st) {
   st->uniq = NULL;
   free(st->compressed);
   st->compressed = NULL;
+  rmq_codec_ctx_free(st->codec);
+  st->codec = NULL;
 }
 
 /*
@@ -387,8 +389,9 @@ static int compress_body(row_builder *b, rmq_message *m) {
   uint8_t *z;
   size_t n;
   rmq_err err = {0};
-  int rc = rmq_compress(cfg->compress_type, cfg->compress_level, m->body, (size_t)m->body_len, &z,
-                        &n, &err);
+  if (!b->st->codec && !(b->st->codec = rmq_codec_ctx_new())) return SQLITE_NOMEM;
+  int rc = rmq_compress(b->st->codec, cfg->compress_type, cfg->compress_level, m->body,
+                        (size_t)m->body_len, &z, &n, &err);
   if (rc == RMQ_ENOMEM) return SQLITE_NOMEM;
   if (rc != RMQ_OK) return rmqx_errmsg(b->errmsg, SQLITE_ERROR, "%s", err.msg);
   if (n >= (size_t)m->body_len) {

@@ -229,6 +229,7 @@ static int cl_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 static int cl_close(sqlite3_vtab_cursor *cur) {
   cl_cursor *c = (cl_cursor *)cur;
   clear_row(c);
+  rmqx_body_done(&c->body);
   rmq_commitlog_iter_stop(&c->it);
   rmqx_tvf_dir_close(&c->src);
   sqlite3_free(c);

@@ -765,6 +765,7 @@ static void cursor_reset(store_cursor *c) {
 
 static int store_close(sqlite3_vtab_cursor *base) {
   cursor_reset((store_cursor *)base);
+  rmqx_body_done(&((store_cursor *)base)->body);
   sqlite3_free(base);
   return SQLITE_OK;
 }
@@ -1065,7 +1066,6 @@ static int key_next(store_cursor *c) {
   c->eof = true;
   return SQLITE_OK;
 }
-
 
 /* ---- xFilter */
 

@@ -40,7 +40,8 @@ static void test_sys_flag(void) {
   uint8_t *out;
   size_t on;
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_decompress(7, (const uint8_t *)"x", 1, 100, &out, &on, &err), RMQ_ECORRUPT);
+  CHECK_EQ_INT(rmq_decompress(NULL, 7, (const uint8_t *)"x", 1, 100, &out, &on, &err),
+               RMQ_ECORRUPT);
   CHECK(strstr(err.msg, "compression type 7") != NULL);
   CHECK_EQ_INT(rmq_codec_sys_flag(RMQ_CODEC_ZLIB), 0x301);
   CHECK_EQ_INT(rmq_codec_sys_flag(RMQ_CODEC_LZ4), 0x101);
@@ -56,15 +57,20 @@ static void test_sys_flag(void) {
 /* Each codec gives back what it was given, at sizes around its blocks' and at none. */
 static void test_round_trips(void) {
   static const size_t sizes[] = {0, 1, 100, 4096, 65535, 65536, 65537, 300000, 4 << 20};
+  /* One state across codecs, sizes and levels, as a table keeps it; and none. */
+  rmq_codec_ctx *x = rmq_codec_ctx_new();
   for (size_t c = 0; c < 3; c++) {
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
       for (int noise = 0; noise < 2; noise++) {
         uint8_t *in = sample(sizes[s], noise), *z, *out;
         size_t zn, on;
         rmq_err err = {0};
-        CHECK_EQ_INT(rmq_compress(codecs[c], 5, in, sizes[s], &z, &zn, &err), RMQ_OK);
+        int level = (int)(s % 3) + 1;
+        CHECK_EQ_INT(rmq_compress(noise ? NULL : x, codecs[c], level, in, sizes[s], &z, &zn, &err),
+                     RMQ_OK);
         if (!noise && sizes[s] >= 4096) CHECK(zn < sizes[s] / 2);
-        CHECK_EQ_INT(rmq_decompress(codecs[c], z, zn, RMQ_MAX_INFLATED_BODY, &out, &on, &err),
+        CHECK_EQ_INT(rmq_decompress(noise ? NULL : x, codecs[c], z, zn, RMQ_MAX_INFLATED_BODY, &out,
+                                    &on, &err),
                      RMQ_OK);
         CHECK_EQ_INT(on, sizes[s]);
         if (on == sizes[s]) CHECK_EQ_MEM(out, in, on);
@@ -74,6 +80,7 @@ static void test_round_trips(void) {
       }
     }
   }
+  rmq_codec_ctx_free(x);
 }
 
 /* zlib at level 5 is the RFC 1950 stream Deflater(5) writes: zlib's own inflate reads it. */
@@ -81,7 +88,7 @@ static void test_zlib_stream(void) {
   uint8_t *in = sample(6000, false), *z;
   size_t zn;
   rmq_err err = {0};
-  CHECK_EQ_INT(rmq_compress(RMQ_CODEC_ZLIB, 5, in, 6000, &z, &zn, &err), RMQ_OK);
+  CHECK_EQ_INT(rmq_compress(NULL, RMQ_CODEC_ZLIB, 5, in, 6000, &z, &zn, &err), RMQ_OK);
   uint8_t expect[8192];
   uLongf en = sizeof expect;
   CHECK_EQ_INT(compress2(expect, &en, in, 6000, 5), Z_OK);
@@ -95,18 +102,19 @@ static void test_zlib_stream(void) {
 
 /* A damaged, cut or foreign stream is RMQ_ECORRUPT naming the codec. */
 static void test_damage(void) {
+  rmq_codec_ctx *x = rmq_codec_ctx_new();
   for (size_t c = 0; c < 3; c++) {
     uint8_t *in = sample(20000, false), *z, *out = NULL;
     size_t zn, on;
     rmq_err err = {0};
-    CHECK_EQ_INT(rmq_compress(codecs[c], 5, in, 20000, &z, &zn, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_compress(NULL, codecs[c], 5, in, 20000, &z, &zn, &err), RMQ_OK);
     char name[64];
     snprintf(name, sizeof name, "the %s body", rmq_codec_name(codecs[c]));
     /* Cut short, at every length down to none. */
     int cut_ok = 0, cut_named = 0;
     for (size_t n = 0; n < zn; n += n < 64 ? 1 : 97) {
       rmq_err e = {0};
-      if (rmq_decompress(codecs[c], z, n, RMQ_MAX_INFLATED_BODY, &out, &on, &e) == RMQ_OK) {
+      if (rmq_decompress(x, codecs[c], z, n, RMQ_MAX_INFLATED_BODY, &out, &on, &e) == RMQ_OK) {
         cut_ok++;
         free(out);
       }
@@ -117,13 +125,24 @@ static void test_damage(void) {
     /* The first bytes (the header or the magic) overwritten. */
     memset(z, 0xFF, 4);
     err = (rmq_err){0};
-    CHECK_EQ_INT(rmq_decompress(codecs[c], z, zn, RMQ_MAX_INFLATED_BODY, &out, &on, &err),
+    CHECK_EQ_INT(rmq_decompress(x, codecs[c], z, zn, RMQ_MAX_INFLATED_BODY, &out, &on, &err),
                  RMQ_ECORRUPT);
     CHECK(strstr(err.msg, name) && strstr(err.msg, "does not inflate"));
     CHECK(out == NULL);
+    /* The state a damaged stream left inflates the next sound one. */
+    uint8_t *again;
+    size_t an;
+    CHECK_EQ_INT(rmq_compress(x, codecs[c], 5, in, 20000, &again, &an, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_decompress(x, codecs[c], again, an, RMQ_MAX_INFLATED_BODY, &out, &on, &err),
+                 RMQ_OK);
+    CHECK(on == 20000 && memcmp(out, in, on) == 0);
+    free(out);
+    free(again);
+    out = NULL;
     free(in);
     free(z);
   }
+  rmq_codec_ctx_free(x);
 }
 
 /* A stream that inflates past max is refused before it takes more than max + 1 bytes. */
@@ -134,13 +153,13 @@ static void test_bomb(void) {
     uint8_t *z, *out;
     size_t zn, on;
     rmq_err err = {0};
-    CHECK_EQ_INT(rmq_compress(codecs[c], 5, zeros, n, &z, &zn, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_compress(NULL, codecs[c], 5, zeros, n, &z, &zn, &err), RMQ_OK);
     CHECK(zn < n / 100);
-    CHECK_EQ_INT(rmq_decompress(codecs[c], z, zn, n - 1, &out, &on, &err), RMQ_ECORRUPT);
+    CHECK_EQ_INT(rmq_decompress(NULL, codecs[c], z, zn, n - 1, &out, &on, &err), RMQ_ECORRUPT);
     CHECK(strstr(err.msg, "inflates past 8388607 bytes") != NULL);
     /* Exactly max is fine. */
     err = (rmq_err){0};
-    CHECK_EQ_INT(rmq_decompress(codecs[c], z, zn, n, &out, &on, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_decompress(NULL, codecs[c], z, zn, n, &out, &on, &err), RMQ_OK);
     CHECK_EQ_INT(on, n);
     free(out);
     free(z);

@@ -756,15 +756,23 @@ static int follow_and_put(const char *dir) {
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--follow") == 0) return follow_and_put(argv[2]);
   self_path = argv[0];
-  void (*tests[])(const char *) = {test_lock_and_abort,        test_lock_in_process,
-                                   test_damaged_tail,          test_damage_before_checkpoint,
-                                   test_fsync_failure,         test_flush_timeout,
+  void (*tests[])(const char *) = {test_lock_and_abort,
+                                   test_lock_in_process,
+                                   test_damaged_tail,
+                                   test_damage_before_checkpoint,
+                                   test_fsync_failure,
+                                   test_flush_timeout,
                                    test_wait_false,
-                                   test_open_failure,          test_dir_sync_failure,
-                                   test_disk_reservation,      test_dispatch_disk_full,
-                                   test_put_encoded,           test_put_encoded_failures,
-                                   test_put_encoded_populated, test_put_encoded_failures_populated,
-                                   test_topics_rebuilt,        test_delay_offsets_repaired,
+                                   test_open_failure,
+                                   test_dir_sync_failure,
+                                   test_disk_reservation,
+                                   test_dispatch_disk_full,
+                                   test_put_encoded,
+                                   test_put_encoded_failures,
+                                   test_put_encoded_populated,
+                                   test_put_encoded_failures_populated,
+                                   test_topics_rebuilt,
+                                   test_delay_offsets_repaired,
                                    test_rebuild_interrupted};
   for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
     char dir[64];
