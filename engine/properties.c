@@ -90,6 +90,11 @@ int rmq_properties_append(char *buf, size_t cap, size_t *len, const char *name, 
 }
 
 bool rmq_message_waits(const rmq_message *m) {
+  /* Asked of every put: most have no WAIT at all, which one memmem tells. */
+  static const char name[] = {'W', 'A', 'I', 'T', RMQ_NAME_VALUE_SEPARATOR};
+  if (!m->properties || !memmem(m->properties, (size_t)m->properties_len, name, sizeof name)) {
+    return true;
+  }
   size_t n = 0;
   const char *v = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_WAIT,
                                      &n);
