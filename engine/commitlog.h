@@ -35,8 +35,6 @@
 #include "shared_log.h"
 #include "topic_queue_table.h"
 
-#define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
-
 typedef struct rmq_commitlog_config {
   int32_t file_size;
   int32_t max_message_size;

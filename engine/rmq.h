@@ -103,6 +103,8 @@ int rmq_msg_id_parse(const char *hex, size_t len, rmq_host *store_host, int64_t 
 #define RMQ_PROPERTY_TAGS "TAGS"
 #define RMQ_PROPERTY_KEYS "KEYS"
 #define RMQ_PROPERTY_UNIQ_KEY "UNIQ_KEY"
+/* ScheduleMessageService's topic: queue level - 1 holds the messages of delay level `level`. */
+#define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
 #define RMQ_PROPERTY_DELAY "DELAY"
 #define RMQ_PROPERTY_WAIT "WAIT" /* "false": the put does not wait for the disk (flush='sync') */
 #define RMQ_PROPERTY_REAL_TOPIC "REAL_TOPIC"

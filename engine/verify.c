@@ -550,7 +550,8 @@ static void compare_entry(store_check *c, queue_state *q, int64_t n, const rmq_c
   if (q->is_schedule && c->delay_ms[q->cq->queue_id] >= 0) {
     tags = m->store_timestamp + c->delay_ms[q->cq->queue_id];
   }
-  if (e->tags_code != tags && !rmq_cq_ext_addr(e->tags_code)) {
+  /* A delayed message's tagsCode is its due time: an address there is damage, as before. */
+  if (e->tags_code != tags && (q->is_schedule || !rmq_cq_ext_addr(e->tags_code))) {
     cq_report(c, q, n, RMQ_DEFECT_CQ_TAGS,
               "entry %lld says tagsCode %lld, its record at %lld has %lld", (long long)n,
               (long long)e->tags_code, (long long)e->phy_offset, (long long)tags);

@@ -904,16 +904,26 @@ static int tags_code_at(const store_cursor *c, int k, int64_t code) {
 }
 
 /*
+** Whether the entry's tagsCode is a ConsumeQueueExt address (rmq_cq_ext_addr).
+** Not in SCHEDULE_TOPIC_XXXX, whose tagsCode is a due time that the entry
+** check and verify hold to.
+*/
+static bool entry_ext_addr(const store_cursor *c, const rmq_cq_entry *e) {
+  return rmq_cq_ext_addr(e->tags_code) && strcmp(c->topic, RMQ_SCHEDULE_TOPIC) != 0;
+}
+
+/*
 ** Whether the current record's tags are one of the wanted ones as SQLite
 ** compares them: the same bytes, read as TEXT (tags that are not UTF-8
 ** read as a BLOB, which equals no text). The hash alone can collide, and
 ** a LIMIT must count only rows SQLite keeps.
 */
-static bool tags_match(store_cursor *c, int64_t code) {
+static bool tags_match(store_cursor *c, const rmq_cq_entry *e) {
+  int64_t code = e->tags_code;
   const rmq_property_value *v = cursor_property(c, PROP_TAGS);
   if (!v->value || !rmqx_utf8_valid((const uint8_t *)v->value, v->len)) return false;
   /* An extension address says nothing of the tags: every wanted one is compared. */
-  bool ext = rmq_cq_ext_addr(code);
+  bool ext = entry_ext_addr(c, e);
   for (int k = ext ? 0 : tags_code_at(c, 0, code); k >= 0 && k < c->tags.n;
        k = ext ? k + 1 : tags_code_at(c, k + 1, code)) {
     sqlite3_value *t = c->tags.v[k];
@@ -975,7 +985,7 @@ static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e, bool *row) {
     rmqx_vtab_error(&c->vt->base, "%s", err.msg);
     return SQLITE_CORRUPT;
   }
-  if (c->has_tags && !tags_match(c, e->tags_code)) return SQLITE_OK;
+  if (c->has_tags && !tags_match(c, e)) return SQLITE_OK;
   if (c->m.store_timestamp < c->ts_lo) return SQLITE_OK; /* stored while the clock went back */
   if (c->skip > 0) {
     c->skip--;
@@ -1001,9 +1011,7 @@ static int cq_next(store_cursor *c) {
     }
     if (c->iterating && c->it.offset < c->qoff_end && rmq_cq_iter_next(&c->it, &e)) {
       c->next_offset = c->it.offset;
-      if (c->has_tags && !rmq_cq_ext_addr(e.tags_code) && tags_code_at(c, 0, e.tags_code) < 0) {
-        continue;
-      }
+      if (c->has_tags && !entry_ext_addr(c, &e) && tags_code_at(c, 0, e.tags_code) < 0) continue;
       if (skip_unread(c, &e)) {
         c->skip--;
         continue;
