@@ -121,7 +121,7 @@ int rmq_batch_add(rmq_batch *b, const rmq_message *m, rmq_err *err) {
     b->used += (size_t)len;
   }
   b->count++;
-  if (rmq_message_waits(m)) b->waits = true;
+  if (!b->waits) b->waits = rmq_message_waits(m);
   return RMQ_OK;
 }
 

@@ -161,9 +161,11 @@ static int make_dirs(rmq_consume_queue *cq, rmq_err *err) {
 ** the descriptor: its first entries become the opening copy, and recovery
 ** (ConsumeQueue.recover) finds a short queue's end in them with no system
 ** call of its own. A segment whose first OPENING_MAX bytes are all entries
-** is scanned as before.
+** is scanned as before. Then the descriptor goes: a store of many queues
+** must not hold one per file (they are written through the mapping).
 */
-static void read_opening(rmq_consume_queue *cq) {
+static void take_opening(rmq_consume_queue *cq) {
+  cq->mfq.close_fds = true;
   rmq_mapped_file *mf = rmq_mfq_last(&cq->mfq);
   if (mf == NULL) return;
   int32_t want = cq->file_size < OPENING_MAX ? cq->file_size : OPENING_MAX;
@@ -178,6 +180,7 @@ static void read_opening(rmq_consume_queue *cq) {
   } else {
     rmq_cq_opened(cq);
   }
+  rmq_mapped_file_close_fd(mf);
   rmq_mapped_file_release(mf);
 }
 
@@ -235,14 +238,7 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
     }
     cq->file_size = cq->mfq.file_size;
   }
-  if (rc == RMQ_OK) read_opening(cq);
-  /* Written through the mapping: a store of many queues must not hold a descriptor per file. */
-  cq->mfq.close_fds = true;
-  rmq_mapped_file *last = rmq_mfq_last(&cq->mfq);
-  if (last) {
-    rmq_mapped_file_close_fd(last);
-    rmq_mapped_file_release(last);
-  }
+  if (rc == RMQ_OK) take_opening(cq);
   if (rc != RMQ_OK) {
     rmq_cq_close(cq);
     return rc;
