@@ -17,6 +17,7 @@
 #include "damaged.h"
 #include "file_name.h"
 #include "io.h"
+#include "multi_dispatch.h"
 #include "properties.h"
 #include "rmq.h"
 #include "service_thread.h"
@@ -171,6 +172,7 @@ void rmq_commitlog_share(rmq_commitlog *cl, rmq_shared_log *log, bool appender) 
   cl->shared.tqt = cl->tqt;
   cl->shared.appender = appender;
   cl->shared.spin = cl->cfg.use_spin_lock;
+  cl->shared.lmq = cl->cfg.enable_lmq;
 }
 
 void rmq_commitlog_shared_recovered(rmq_commitlog *cl) {
@@ -275,6 +277,29 @@ static int64_t property_long(const rmq_message *m, const char *name) {
   return x;
 }
 
+/*
+** With enable_lmq: a light message queue is written through
+** INNER_MULTI_DISPATCH only (its offsets are the store's to assign), and
+** the queues listed there are light message queues.
+*/
+static int check_lmq(const rmq_message *m, int i, rmq_err *err) {
+  if (rmq_lmq_name(m->topic, (size_t)m->topic_len)) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "message %d: topic \"%.*s\" is a light message queue: put into it by "
+                       "listing it in the INNER_MULTI_DISPATCH property of a message of another "
+                       "topic",
+                       i, m->topic_len, m->topic);
+  }
+  int rc = rmq_md_check(m->properties, (size_t)m->properties_len, err);
+  if (rc != RMQ_OK) {
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    rmq_err_clear(err);
+    rmq_err_set(err, rc, "message %d: %s", i, why);
+  }
+  return rc;
+}
+
 static int check_message(rmq_commitlog *cl, const rmq_message *m, int i, rmq_err *err) {
   if (m->topic_len <= 0 || m->topic_len > RMQ_MAX_TOPIC_LEN ||
       !rmq_topic_valid(m->topic, (size_t)m->topic_len)) {
@@ -297,7 +322,7 @@ static int check_message(rmq_commitlog *cl, const rmq_message *m, int i, rmq_err
                        "message %d: body is %d bytes, more than max_message_size (%d bytes)", i,
                        m->body_len, cl->cfg.max_message_size);
   }
-  return RMQ_OK;
+  return cl->cfg.enable_lmq ? check_lmq(m, i, err) : RMQ_OK;
 }
 
 /* ---------------------------------------------------------- delay rewrite */
@@ -828,6 +853,91 @@ static int locked_append(rmq_commitlog *cl, batch_source *src, int count, int64_
   return append_encoded(cl, mf, src, count, total, st, ready, err);
 }
 
+/* ------------------------------------------------------------ multi-dispatch */
+
+/* A batch with light message queues, rewritten under the put lock (rmq_md_wrap). */
+typedef struct lmq_batch {
+  uint8_t *buf;
+  size_t len, cap;
+  rmq_span span;
+  rmq_md_undo *undo;
+  size_t nundo;
+} lmq_batch;
+
+/* Does the record list queues to dispatch into (MultiDispatch.isMultiDispatchMsg)? */
+static bool lists_queues(const uint8_t *rec, const rmq_record_head *h) {
+  const char *props;
+  size_t len, n = 0;
+  if (!rmq_md_applies(h->topic, h->topic_len, h->sys_flag)) return false;
+  rmq_record_properties(rec, h, &props, &len);
+  return rmq_properties_get(props, len, RMQ_PROPERTY_INNER_MULTI_DISPATCH, &n) && n > 0;
+}
+
+/* Whether any record of the source lists queues; the source rewound. */
+static int any_lists_queues(batch_source *src, bool *any, rmq_err *err) {
+  rmq_span span;
+  rmq_record_head h;
+  int rc;
+  *any = false;
+  while (!*any && (rc = source_next(src, &span, err)) == RMQ_OK && span.len > 0) {
+    for (size_t at = 0; !*any && at < span.len; at += (size_t)h.len) {
+      if (!read_head(span.data + at, span.len - at, &h, err)) return err->code;
+      *any = lists_queues(span.data + at, &h);
+    }
+  }
+  source_rewind(src);
+  return *any ? RMQ_OK : rc;
+}
+
+/* Append the record at rec to the batch, wrapped when it lists queues. */
+static int lmq_add(rmq_commitlog *cl, lmq_batch *b, const uint8_t *rec, const rmq_record_head *h,
+                   rmq_err *err) {
+  bool wrap = lists_queues(rec, h);
+  size_t need = (size_t)h->len + (wrap ? rmq_md_growth(rec, h) : 0);
+  if (b->cap - b->len < need) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < need) cap *= 2;
+    uint8_t *grown = realloc(b->buf, cap);
+    if (!grown) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+    b->buf = grown;
+    b->cap = cap;
+  }
+  if (!wrap) {
+    memcpy(b->buf + b->len, rec, (size_t)h->len);
+    b->len += (size_t)h->len;
+    return RMQ_OK;
+  }
+  int32_t n = rmq_md_wrap(cl->tqt, cl->cfg.max_lmq_queues, rec, h, b->buf + b->len, &b->undo,
+                          &b->nundo, err);
+  if (n < 0) return err->code;
+  b->len += (size_t)n;
+  return RMQ_OK;
+}
+
+/*
+** Under the put lock, with enable_lmq: when a record of the source lists
+** light message queues, the batch is copied with each such record wrapped
+** (CommitLog's DefaultAppendMessageCallback.doAppend calls
+** MultiDispatch.wrapMultiDispatch under the lock, then encodes again: the
+** record's length changes). b->buf stays NULL when no record lists any.
+*/
+static int lmq_wrap_batch(rmq_commitlog *cl, batch_source *src, lmq_batch *b, rmq_err *err) {
+  bool any;
+  int rc = any_lists_queues(src, &any, err);
+  rmq_span span;
+  rmq_record_head h;
+  while (any && rc == RMQ_OK && (rc = source_next(src, &span, err)) == RMQ_OK && span.len > 0) {
+    for (size_t at = 0; rc == RMQ_OK && at < span.len; at += (size_t)h.len) {
+      rc = read_head(span.data + at, span.len - at, &h, err)
+               ? lmq_add(cl, b, span.data + at, &h, err)
+               : err->code;
+    }
+  }
+  source_rewind(src);
+  b->span = (rmq_span){b->buf, b->len};
+  return rc;
+}
+
 static int put_encoded(rmq_commitlog *cl, batch_source *src, int count, rmq_put_result *results,
                        int64_t *first_offset, int64_t *end_offset, bool run, rmq_err *err) {
   if (count <= 0) return rmq_err_set(err, RMQ_EINVAL, "no message to append");
@@ -841,9 +951,20 @@ static int put_encoded(rmq_commitlog *cl, batch_source *src, int count, rmq_put_
   if (rc != RMQ_OK) return rc;
   stamp_state st = {.now = rmq_now_ms(), .result = results, .run = run};
   atomic_store(&cl->begin_time_in_lock, st.now);
-  rc = locked_append(cl, src, count, total, &st, first_offset, err);
+  lmq_batch lmq = {0};
+  batch_source wrapped = {.spans = &lmq.span, .nspans = 1, .fd = -1};
+  if (cl->cfg.enable_lmq) rc = lmq_wrap_batch(cl, src, &lmq, err);
+  if (rc == RMQ_OK && lmq.buf) {
+    src = &wrapped;
+    total = (int64_t)lmq.len;
+    rc = check_batch_size(cl, count, total, err);
+  }
+  if (rc == RMQ_OK) rc = locked_append(cl, src, count, total, &st, first_offset, err);
+  if (rc != RMQ_OK) rmq_md_undo_all(cl->tqt, lmq.undo, lmq.nundo);
   atomic_store(&cl->begin_time_in_lock, 0);
   put_unlock(cl);
+  free(lmq.buf);
+  free(lmq.undo);
   if (rc != RMQ_OK) return rc;
   *end_offset = *first_offset + total;
   atomic_fetch_add(&cl->put_count, count);
@@ -1511,11 +1632,15 @@ int64_t rmq_commitlog_tags_code(rmq_commitlog *cl, const rmq_message *m) {
 bool rmq_commitlog_entry_check(rmq_commitlog *cl, const char *topic, int32_t queue_id, int64_t n,
                                const rmq_cq_entry *e, const rmq_message *m, char *why, size_t cap) {
   size_t tl = strlen(topic);
-  if ((size_t)m->topic_len != tl || memcmp(m->topic, topic, tl) != 0 || m->queue_id != queue_id) {
+  bool own = (size_t)m->topic_len == tl && memcmp(m->topic, topic, tl) == 0 &&
+             m->queue_id == queue_id;
+  /* A light message queue's entry leads to a record that lists it (MultiDispatch). */
+  bool listed = !own && rmq_md_lists(m, topic, tl, queue_id, n);
+  if (!own && !listed) {
     snprintf(why, cap, "entry %lld of %s/%d leads to a record of %.*s/%d at %lld", (long long)n,
              topic, (int)queue_id, (int)m->topic_len, m->topic, (int)m->queue_id,
              (long long)e->phy_offset);
-  } else if (m->queue_offset != n) {
+  } else if (own && m->queue_offset != n) {
     snprintf(why, cap, "entry %lld leads to the record at %lld, whose QUEUEOFFSET is %lld",
              (long long)n, (long long)e->phy_offset, (long long)m->queue_offset);
   } else if (e->size != m->total_size) {

@@ -43,6 +43,8 @@ typedef struct rmq_commitlog_config {
   int disk_warning_ratio; /* named when a full disk refuses a put */
   rmq_host store_host;
   int delay_level_count;
+  bool enable_lmq;    /* MultiDispatch: INNER_MULTI_DISPATCH gets its offsets at append */
+  int max_lmq_queues; /* maxLmqConsumeQueueNum */
   int64_t delay_ms[RMQ_MAX_DELAY_LEVELS]; /* level i+1 waits delay_ms[i] */
 } rmq_commitlog_config;
 

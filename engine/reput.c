@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "multi_dispatch.h"
 #include "properties.h"
 #include "service_thread.h"
 
@@ -41,28 +42,61 @@ enum { DISPATCH_TAGS, DISPATCH_KEYS, DISPATCH_UNIQ_KEY, DISPATCH_PROPS };
 static const char *const dispatch_properties[DISPATCH_PROPS] = {
     RMQ_PROPERTY_TAGS, RMQ_PROPERTY_KEYS, RMQ_PROPERTY_UNIQ_KEY};
 
+/* The queue's consume queue, made when it is new. */
+static rmq_consume_queue *queue_of(rmq_reput_service *r, const char *topic, size_t topic_len,
+                                   int32_t queue_id, int64_t at, rmq_err *err) {
+  char name[RMQ_MAX_TOPIC_LEN + 1];
+  if (topic_len > RMQ_MAX_TOPIC_LEN) {
+    rmq_err_set(err, RMQ_ECORRUPT, "record at %lld names a %zu-byte topic", (long long)at,
+                topic_len);
+    return NULL;
+  }
+  memcpy(name, topic, topic_len);
+  name[topic_len] = '\0';
+  rmq_consume_queue *cq = rmq_cq_table_find(r->cqs, name, queue_id);
+  if (!cq && rmq_cq_table_find_or_create(r->cqs, name, queue_id, &cq, err) != RMQ_OK) return NULL;
+  return cq;
+}
+
+/*
+** ConsumeQueue.multiDispatchLmqQueue: the record's entry into each light
+** message queue it lists, at the offset the append gave it there.
+*/
+static int dispatch_lmq(rmq_reput_service *r, const rmq_message *m, int64_t tags_code,
+                        rmq_err *err) {
+  rmq_md_iter it;
+  rmq_md_target t;
+  if (!r->cl->cfg.enable_lmq || !rmq_md_applies(m->topic, (size_t)m->topic_len, m->sys_flag) ||
+      !rmq_md_iter_start(&it, m->properties, (size_t)m->properties_len, m->queue_id)) {
+    return RMQ_OK;
+  }
+  int more;
+  while ((more = rmq_md_iter_next(&it, &t)) == 1) {
+    rmq_consume_queue *cq = queue_of(r, t.topic, t.topic_len, t.queue_id, m->physical_offset, err);
+    if (!cq || rmq_cq_put(cq, m->physical_offset, m->total_size, tags_code, m->store_timestamp,
+                          t.queue_offset, r->cp, err) != RMQ_OK) {
+      return err->code;
+    }
+  }
+  /* RocketMQ logs such a record and dispatches no further ("[bug] queues.length!=..."). */
+  return RMQ_OK;
+}
+
 static int build_consume_queue(rmq_reput_service *r, const rmq_message *m,
                                const rmq_property_value *props, rmq_err *err) {
   if (!is_type(m->sys_flag, RMQ_SYSFLAG_TRANSACTION_NOT_TYPE) &&
       !is_type(m->sys_flag, RMQ_SYSFLAG_TRANSACTION_COMMIT)) {
     return RMQ_OK;
   }
-  char topic[RMQ_MAX_TOPIC_LEN + 1];
-  if (m->topic_len > RMQ_MAX_TOPIC_LEN) {
-    return rmq_err_set(err, RMQ_ECORRUPT, "record at %lld has a %d-byte topic",
-                       (long long)m->physical_offset, m->topic_len);
-  }
-  memcpy(topic, m->topic, (size_t)m->topic_len);
-  topic[m->topic_len] = '\0';
-  rmq_consume_queue *cq = rmq_cq_table_find(r->cqs, topic, m->queue_id);
-  if (!cq && rmq_cq_table_find_or_create(r->cqs, topic, m->queue_id, &cq, err) != RMQ_OK) {
-    return err->code;
-  }
+  rmq_consume_queue *cq = queue_of(r, m->topic, (size_t)m->topic_len, m->queue_id,
+                                   m->physical_offset, err);
+  if (!cq) return err->code;
   const rmq_property_value *tags = &props[DISPATCH_TAGS];
-  int rc = rmq_cq_put(cq, m->physical_offset, m->total_size,
-                      rmq_commitlog_tags_code_of(r->cl, m, tags->value, tags->len),
-                      m->store_timestamp, m->queue_offset, r->cp, err);
-  if (rc == RMQ_OK && strcmp(topic, RMQ_SCHEDULE_TOPIC) == 0) {
+  int64_t tags_code = rmq_commitlog_tags_code_of(r->cl, m, tags->value, tags->len);
+  int rc = rmq_cq_put(cq, m->physical_offset, m->total_size, tags_code, m->store_timestamp,
+                      m->queue_offset, r->cp, err);
+  if (rc == RMQ_OK) rc = dispatch_lmq(r, m, tags_code, err);
+  if (rc == RMQ_OK && strcmp(cq->topic, RMQ_SCHEDULE_TOPIC) == 0) {
     pthread_mutex_lock(&r->schedule_mu);
     if (r->schedule_fn) r->schedule_fn(r->schedule_ctx);
     pthread_mutex_unlock(&r->schedule_mu);

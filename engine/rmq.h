@@ -339,6 +339,8 @@ typedef struct rmq_config {
   int32_t compress_over;         /* 4096: INSERT compresses bodies this long; 0: never */
   rmq_codec compress_type;       /* zlib */
   int compress_level;            /* 5 */
+  bool enable_lmq;               /* light message queues: INNER_MULTI_DISPATCH is dispatched */
+  int max_lmq_queues;            /* 20000: light message queues a store may hold */
   rmq_role role;                 /* master */
   char ha_listen[RMQ_HA_ADDR];   /* "host:port" the master serves slaves on; "": none */
   char ha_master[RMQ_HA_ADDR];   /* "host:port" a slave replicates from */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "message.h"
+#include "multi_dispatch.h"
 
 int rmq_shared_log_init(rmq_shared_log *l, int64_t wrote, rmq_err *err) {
   memset(l, 0, sizeof *l);
@@ -109,6 +110,10 @@ static int64_t read_segment(rmq_shared_writer *w, rmq_mapped_file *mf, int64_t a
       return -1;
     }
     if (e) e->next_offset = rmq_get64(rec + RMQ_POS_QUEUE_OFFSET) + 1;
+    if (w->lmq && !rmq_md_follow(w->tqt, rec, &h)) {
+      rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+      return -1;
+    }
     at += h.len;
   }
   return at;

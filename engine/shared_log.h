@@ -78,6 +78,7 @@ typedef struct rmq_shared_writer {
   rmq_topic_queue_table *tqt;
   bool appender;
   bool spin;
+  bool lmq;         /* enable_lmq: light message queues' offsets are followed too */
   int64_t synced;   /* positions and queue offsets hold up to here; under the lock */
   int64_t cut_seen; /* the log's `cut` they hold for */
   rmq_mapped_file

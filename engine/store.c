@@ -136,6 +136,7 @@ void rmq_config_init(rmq_config *cfg) {
   cfg->compress_over = 4096;
   cfg->compress_type = RMQ_CODEC_ZLIB;
   cfg->compress_level = 5;
+  cfg->max_lmq_queues = 20000;
   cfg->role = RMQ_ROLE_MASTER;
   cfg->ha_slave_timeout_ms = 3000;
   cfg->ha_heartbeat_ms = 5000;
@@ -268,6 +269,7 @@ int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
                      "than 2 GiB");
   }
   if (!rc) rc = check_range("max_message_size", cfg->max_message_size, 1, 1 << 30, err);
+  if (!rc) rc = check_range("max_lmq_queues", cfg->max_lmq_queues, 1, INT32_MAX, err);
   if (!rc) rc = check_range("default_queues", cfg->default_queues, 1, 1024, err);
   if (!rc) rc = check_range("file_reserved_hours", cfg->file_reserved_hours, 0, 1 << 20, err);
   if (!rc) rc = check_range("disk_max_used_ratio", cfg->disk_max_used_ratio, 10, 95, err);
@@ -499,6 +501,8 @@ static int commitlog_config(rmq_store *s, rmq_commitlog_config *cc, rmq_err *err
       .flush_sync = s->user_cfg.flush_sync,
       .disk_warning_ratio = s->cfg.disk_warning_ratio,
       .store_host = s->cfg.store_host,
+      .enable_lmq = s->cfg.enable_lmq,
+      .max_lmq_queues = s->cfg.max_lmq_queues,
   };
   return rmq_parse_delay_levels(s->cfg.delay_levels, cc->delay_ms, RMQ_MAX_DELAY_LEVELS,
                                 &cc->delay_level_count, err);

@@ -9,6 +9,7 @@
 struct rmq_topic_queue_table {
   rmq_tqt_entry *slots;
   size_t cap, count; /* cap is 0 or a power of two */
+  size_t lmq;        /* entries whose topic starts with RMQ_LMQ_PREFIX */
 };
 
 /* FNV-1a over the topic, mixed with the queue id; the final shift feeds the mask high bits. */
@@ -75,10 +76,14 @@ rmq_tqt_entry *rmq_tqt_get(rmq_topic_queue_table *t, const char *topic, size_t l
   memcpy(copy, topic, len);
   *e = (rmq_tqt_entry){.topic = copy, .topic_len = (uint32_t)len, .queue_id = queue_id, .hash = h};
   t->count++;
+  if (len >= sizeof RMQ_LMQ_PREFIX - 1 && memcmp(topic, RMQ_LMQ_PREFIX, sizeof RMQ_LMQ_PREFIX - 1) == 0) {
+    t->lmq++;
+  }
   return e;
 }
 
 size_t rmq_tqt_count(const rmq_topic_queue_table *t) { return t->count; }
+size_t rmq_tqt_lmq_count(const rmq_topic_queue_table *t) { return t->lmq; }
 
 rmq_tqt_entry *rmq_tqt_next(rmq_topic_queue_table *t, size_t *pos) {
   for (; *pos < t->cap; (*pos)++) {

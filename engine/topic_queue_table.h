@@ -45,6 +45,10 @@ rmq_tqt_entry *rmq_tqt_get(rmq_topic_queue_table *t, const char *topic, size_t l
                            int32_t queue_id);
 
 size_t rmq_tqt_count(const rmq_topic_queue_table *t);
+/* MixAll.isLmq: a light message queue's name starts with this. */
+#define RMQ_LMQ_PREFIX "%LMQ%"
+/* Entries of light message queues (DefaultMessageStore's lmqConsumeQueueNum). */
+size_t rmq_tqt_lmq_count(const rmq_topic_queue_table *t);
 /* Iteration: the next entry at or after slot *pos (start at 0), or NULL at the end. */
 rmq_tqt_entry *rmq_tqt_next(rmq_topic_queue_table *t, size_t *pos);
 

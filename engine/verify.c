@@ -36,6 +36,7 @@
 #include "consumer_offset.h"
 #include "file_name.h"
 #include "io.h"
+#include "multi_dispatch.h"
 #include "properties.h"
 #include "store.h"
 #include "topic_config.h"
@@ -585,8 +586,13 @@ static bool classify_entry(store_check *c, queue_state *q, int64_t n, const rmq_
               (long long)n, (long long)e->phy_offset, no_record_why(c, e->phy_offset, st));
     return false;
   }
-  if ((size_t)m.topic_len != q->topic_len || memcmp(m.topic, q->cq->topic, q->topic_len) != 0 ||
-      m.queue_id != q->cq->queue_id) {
+  bool own = (size_t)m.topic_len == q->topic_len &&
+             memcmp(m.topic, q->cq->topic, q->topic_len) == 0 && m.queue_id == q->cq->queue_id;
+  if (!own && rmq_md_lists(&m, q->cq->topic, q->topic_len, q->cq->queue_id, n)) {
+    compare_entry(c, q, n, e, &m, NULL);
+    return true;
+  }
+  if (!own) {
     cq_report(c, q, n, RMQ_DEFECT_CQ_QUEUE,
               "entry %lld of %s/%d leads to a record of %.*s/%d at %lld", (long long)n,
               q->cq->topic, (int)q->cq->queue_id, (int)m.topic_len, m.topic, (int)m.queue_id,
@@ -644,31 +650,54 @@ static void classify_skipped(store_check *c, queue_state *q, int64_t to) {
   }
 }
 
-/* A message's entry: the one at its QUEUEOFFSET must lead to it (ConsumeQueue.putMessagePositionInfo). */
-static void check_record_entry(store_check *c, const rmq_commitlog_record *rec,
-                               const record_props *p) {
-  const rmq_message *m = &rec->m;
-  int32_t tx = m->sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK;
-  if (tx == RMQ_SYSFLAG_TRANSACTION_PREPARED || tx == RMQ_SYSFLAG_TRANSACTION_ROLLBACK) return;
-  queue_state *q = find_queue(c, m->topic, (size_t)m->topic_len, m->queue_id);
-  int64_t n = m->queue_offset;
+/*
+** The record's entry n of queue q (topic/queue_id; q NULL when the queue
+** has no files) must lead to it (ConsumeQueue.putMessagePositionInfo).
+*/
+static void claim_entry(store_check *c, const rmq_commitlog_record *rec, const record_props *p,
+                        queue_state *q, const char *topic, size_t topic_len, int32_t queue_id,
+                        int64_t n) {
   rmq_cq_entry e;
   bool have = q && entry_at(c, q, n, &e) && !entry_zero(&e);
   if (have && e.phy_offset == rec->offset) {
-    compare_entry(c, q, n, &e, m, p);
+    compare_entry(c, q, n, &e, &rec->m, p);
   } else if (!have || classify_entry(c, q, n, &e)) {
-    char file[32], topic[RMQ_MAX_TOPIC_LEN + 1];
+    char file[32], name[RMQ_MAX_TOPIC_LEN + 1];
     record_file(rec, file);
-    snprintf(topic, sizeof topic, "%.*s", (int)m->topic_len, m->topic);
-    place(&c->v, topic, m->queue_id, n, rec->offset);
+    snprintf(name, sizeof name, "%.*s", (int)topic_len, topic);
+    place(&c->v, name, queue_id, n, rec->offset);
     report(&c->v, file, rec->offset - rec->segment, RMQ_DEFECT_CQ_GAP,
-           "no consume-queue entry leads to the record at %lld of %.*s/%d, QUEUEOFFSET %lld",
-           (long long)rec->offset, (int)m->topic_len, m->topic, (int)m->queue_id, (long long)n);
+           "no consume-queue entry leads to the record at %lld of %s/%d, QUEUEOFFSET %lld",
+           (long long)rec->offset, name, (int)queue_id, (long long)n);
   }
   if (!q || !have || n < q->next) return;
   /* The positions it skipped had no record in order. */
   classify_skipped(c, q, n);
   q->next = n + 1;
+}
+
+/*
+** A message's entries: the one at its QUEUEOFFSET, and one in each light
+** message queue it lists that the store holds (a store written without
+** enable_lmq has none: the record only carries the property).
+*/
+static void check_record_entry(store_check *c, const rmq_commitlog_record *rec,
+                               const record_props *p) {
+  const rmq_message *m = &rec->m;
+  int32_t tx = m->sys_flag & RMQ_SYSFLAG_TRANSACTION_MASK;
+  if (tx == RMQ_SYSFLAG_TRANSACTION_PREPARED || tx == RMQ_SYSFLAG_TRANSACTION_ROLLBACK) return;
+  claim_entry(c, rec, p, find_queue(c, m->topic, (size_t)m->topic_len, m->queue_id), m->topic,
+              (size_t)m->topic_len, m->queue_id, m->queue_offset);
+  rmq_md_iter it;
+  rmq_md_target t;
+  if (!rmq_md_applies(m->topic, (size_t)m->topic_len, m->sys_flag) ||
+      !rmq_md_iter_start(&it, m->properties, (size_t)m->properties_len, m->queue_id)) {
+    return;
+  }
+  while (rmq_md_iter_next(&it, &t) == 1) {
+    queue_state *q = find_queue(c, t.topic, t.topic_len, t.queue_id);
+    if (q) claim_entry(c, rec, p, q, t.topic, t.topic_len, t.queue_id, t.queue_offset);
+  }
 }
 
 /* After the walk: the entries of each queue that no record claimed. */

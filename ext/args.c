@@ -65,6 +65,8 @@ static const arg_spec arg_specs[] = {
     INT_ARG(compress_over),
     {"compress_type", ARG_CODEC, offsetof(rmq_config, compress_type), 0},
     INT_ARG(compress_level),
+    {"enable_lmq", ARG_BOOL, offsetof(rmq_config, enable_lmq), 0},
+    INT_ARG(max_lmq_queues),
     {"role", ARG_ROLE, offsetof(rmq_config, role), 0},
     TEXT_ARG(ha_listen),
     TEXT_ARG(ha_master),

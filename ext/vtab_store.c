@@ -985,6 +985,14 @@ static int cq_entry_row(store_cursor *c, const rmq_cq_entry *e, bool *row) {
     rmqx_vtab_error(&c->vt->base, "%s", err.msg);
     return SQLITE_CORRUPT;
   }
+  if (c->m.queue_id != c->queue_id || (size_t)c->m.topic_len != strlen(c->topic) ||
+      memcmp(c->m.topic, c->topic, (size_t)c->m.topic_len) != 0) {
+    /* Through a light message queue: the row is the message as that queue's consumer sees it. */
+    c->m.topic = c->topic;
+    c->m.topic_len = (int32_t)strlen(c->topic);
+    c->m.queue_id = c->queue_id;
+    c->m.queue_offset = c->it.offset - 1;
+  }
   if (c->has_tags && !tags_match(c, e)) return SQLITE_OK;
   if (c->m.store_timestamp < c->ts_lo) return SQLITE_OK; /* stored while the clock went back */
   if (c->skip > 0) {
