@@ -150,8 +150,8 @@ static bool advance(rmq_tqt_entry *e, rmq_md_undo **undo, size_t *nundo) {
 
 /* Each listed queue's next offset, joined by commas, into buf; advanced in tqt. */
 static int assign_offsets(rmq_topic_queue_table *tqt, int max_lmq, const char *names, size_t n,
-                          int32_t queue_id, char *buf, size_t cap, size_t *len,
-                          rmq_md_undo **undo, size_t *nundo, rmq_err *err) {
+                          int32_t queue_id, char *buf, size_t cap, size_t *len, rmq_md_undo **undo,
+                          size_t *nundo, rmq_err *err) {
   const char *p = names, *end = names + n, *name;
   size_t name_len;
   *len = 0;
@@ -164,8 +164,7 @@ static int assign_offsets(rmq_topic_queue_table *tqt, int max_lmq, const char *n
                          "\"%.*s\", is refused",
                          max_lmq, (int)name_len, name);
     }
-    if ((!e && (e = rmq_tqt_get(tqt, name, name_len, qid)) == NULL) ||
-        !advance(e, undo, nundo)) {
+    if ((!e && (e = rmq_tqt_get(tqt, name, name_len, qid)) == NULL) || !advance(e, undo, nundo)) {
       return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
     }
     *len += (size_t)snprintf(buf + *len, cap - *len, "%s%lld", *len ? "," : "",
@@ -211,8 +210,8 @@ int32_t rmq_md_wrap(rmq_topic_queue_table *tqt, int max_lmq, const uint8_t *rec,
   int rc = assign_offsets(tqt, max_lmq, names, names_len, h->queue_id, offsets, cap, &offsets_len,
                           undo, nundo, err);
   size_t head = (size_t)((const char *)props - (const char *)rec);
-  size_t n = rc == RMQ_OK ? rewrite_properties(props, len, offsets, offsets_len,
-                                               (char *)out + head, len + cap)
+  size_t n = rc == RMQ_OK ? rewrite_properties(props, len, offsets, offsets_len, (char *)out + head,
+                                               len + cap)
                           : 0;
   free(offsets);
   if (rc != RMQ_OK) return -1;

@@ -76,7 +76,8 @@ rmq_tqt_entry *rmq_tqt_get(rmq_topic_queue_table *t, const char *topic, size_t l
   memcpy(copy, topic, len);
   *e = (rmq_tqt_entry){.topic = copy, .topic_len = (uint32_t)len, .queue_id = queue_id, .hash = h};
   t->count++;
-  if (len >= sizeof RMQ_LMQ_PREFIX - 1 && memcmp(topic, RMQ_LMQ_PREFIX, sizeof RMQ_LMQ_PREFIX - 1) == 0) {
+  if (len >= sizeof RMQ_LMQ_PREFIX - 1 &&
+      memcmp(topic, RMQ_LMQ_PREFIX, sizeof RMQ_LMQ_PREFIX - 1) == 0) {
     t->lmq++;
   }
   return e;

@@ -332,6 +332,7 @@ typedef struct store_check {
   rmq_index_service *index;
   bool live;
   int64_t log_to;           /* the walk's end: records starting before it */
+  int64_t log_max;          /* the log's end when the walk began */
   int64_t log_min, log_end; /* the records walked: [min, end of the last message) */
   int64_t max_store_time;   /* the latest store time of a record with a header */
   int64_t checkpoint[3];    /* read before anything else */
@@ -659,9 +660,11 @@ static void claim_entry(store_check *c, const rmq_commitlog_record *rec, const r
                         int64_t n) {
   rmq_cq_entry e;
   bool have = q && entry_at(c, q, n, &e) && !entry_zero(&e);
+  /* An entry that leads further into the log is a later record's to claim: judged then. */
+  bool later = have && e.phy_offset > rec->offset && e.phy_offset < c->log_max;
   if (have && e.phy_offset == rec->offset) {
     compare_entry(c, q, n, &e, &rec->m, p);
-  } else if (!have || classify_entry(c, q, n, &e)) {
+  } else if (!have || later || classify_entry(c, q, n, &e)) {
     char file[32], name[RMQ_MAX_TOPIC_LEN + 1];
     record_file(rec, file);
     snprintf(name, sizeof name, "%.*s", (int)topic_len, topic);
@@ -670,7 +673,7 @@ static void claim_entry(store_check *c, const rmq_commitlog_record *rec, const r
            "no consume-queue entry leads to the record at %lld of %s/%d, QUEUEOFFSET %lld",
            (long long)rec->offset, name, (int)queue_id, (long long)n);
   }
-  if (!q || !have || n < q->next) return;
+  if (!q || !have || later || n < q->next) return;
   /* The positions it skipped had no record in order. */
   classify_skipped(c, q, n);
   q->next = n + 1;
@@ -965,6 +968,7 @@ static void walk_commitlog(store_check *c) {
   rmq_commitlog_iter it;
   rmq_commitlog_record rec;
   c->log_min = c->log_end = rmq_commitlog_min_offset(c->cl);
+  c->log_max = rmq_commitlog_max_offset(c->cl);
   index_start(c);
   rmq_cl_iter_start(&it, c->cl, INT64_MIN, c->log_to, flags);
   while (c->v.rc == RMQ_OK && rmq_commitlog_iter_next(&it, &rec)) {
