@@ -228,12 +228,15 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
              -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Iengine
-FUZZ_TARGETS = decode record_head msg_id json args consume_queue index_file config zlib lz4 zstd
+FUZZ_TARGETS = decode record_head multi_dispatch msg_id json args consume_queue index_file config \
+               zlib lz4 zstd
 # The decoders link only the codec (message.c needs only crc32.c); the
 # readers of files and the argument parser link the whole engine.
 FUZZ_CODEC = engine/message.c engine/crc32.c
 FUZZ_decode_SRC = $(FUZZ_CODEC) engine/properties.c engine/java_hash.c
 FUZZ_record_head_SRC = $(FUZZ_CODEC) engine/java_hash.c
+FUZZ_multi_dispatch_SRC = $(FUZZ_CODEC) engine/multi_dispatch.c engine/properties.c \
+                          engine/topic_queue_table.c engine/topic.c engine/rmq_err.c
 FUZZ_msg_id_SRC = engine/message_id.c
 FUZZ_json_SRC = ext/json.c ext/error.c engine/properties.c
 FUZZ_json_LIBS = -lsqlite3

@@ -119,8 +119,10 @@ void rmq_record_properties(const uint8_t *rec, const rmq_record_head *h, const c
                            size_t *len) {
   size_t at = (size_t)((const uint8_t *)h->topic - rec) + h->topic_len;
   size_t n = at + 2 <= (size_t)h->len ? (size_t)(rec[at] << 8 | rec[at + 1]) : 0;
-  *props = (const char *)rec + at + 2;
-  *len = at + 2 + n <= (size_t)h->len ? n : 0;
+  bool whole = at + 2 + n <= (size_t)h->len;
+  /* A record cut within its properties has none: nothing past its end is read. */
+  *props = (const char *)rec + (whole ? at + 2 : (size_t)h->len);
+  *len = whole ? n : 0;
 }
 
 size_t rmq_md_growth(const uint8_t *rec, const rmq_record_head *h) {

@@ -26,7 +26,7 @@ shift 2
 # The golden store files a target reads, as shell globs.
 golden_seed() {
   case $1 in
-    decode | record_head) echo 'test/golden/store-*/commitlog/*' ;;
+    decode | record_head | multi_dispatch) echo 'test/golden/store-*/commitlog/*' ;;
     consume_queue) echo 'test/golden/store-*/consumequeue/*/*/*' ;;
     index_file) echo 'test/golden/store-*/index/*' ;;
     config) echo 'test/golden/config/*.json' ;;
@@ -51,7 +51,7 @@ for name in "$@"; do
     i=$((i + 1))
     cp -f "$f" "$corpus/seed-$i"
     case $name in
-      decode | record_head) first_record "$f" >"$corpus/seed-$i-first" ;;
+      decode | record_head | multi_dispatch) first_record "$f" >"$corpus/seed-$i-first" ;;
     esac
   done
   log=$build/$name.log
