@@ -198,9 +198,14 @@ demo: all
 # package rocketmq in $(LIBDIR)/tcltk/rocketmq (on tclsh's auto_path for /usr
 # and /usr/local), which finds the extension relative to itself; the engine
 # as $(LIBDIR)/librocketmq-engine.a, and engine/rmq.h with the engine headers
-# it includes under $(INCLUDEDIR)/rocketmq/ (#include <rocketmq/rmq.h>).
+# it includes under $(INCLUDEDIR)/rocketmq/ (#include <rocketmq/rmq.h>), with
+# $(LIBDIR)/pkgconfig/rocketmq-engine.pc, which names the libraries it needs.
 VERSION := $(shell sed -n 's/^\#define RMQ_VERSION "\(.*\)"$$/\1/p' engine/rmq.h)
 TCLPKGDIR = $(LIBDIR)/tcltk/rocketmq
+# The .pc file's directories relative to ${prefix} where they lie under it
+# (so that pkg-config --define-prefix finds a DESTDIR's files).
+PC_LIBDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
+PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
 INSTALL_HEADERS = $(sort $(filter engine/%.h,$(shell $(CC) -MM -Iengine engine/rmq.h)))
 install: all
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(INCLUDEDIR)/rocketmq \
@@ -212,12 +217,17 @@ install: all
 	chmod 644 $(DESTDIR)$(TCLPKGDIR)/pkgIndex.tcl
 	$(INSTALL) -m 644 $(LIBENGINE) $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
 	$(INSTALL) -m 644 $(INSTALL_HEADERS) $(DESTDIR)$(INCLUDEDIR)/rocketmq/
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR)/pkgconfig
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(PC_LIBDIR)|; s|@INCLUDEDIR@|$(PC_INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|; s|@LIBS@|$(ENGINE_LDLIBS) -pthread|' \
+	  engine/rocketmq-engine.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/rocketmq-engine.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/sqlite3/rocketmq.so $(DESTDIR)$(LIBDIR)/rocketmq.so \
-	  $(DESTDIR)$(LIBDIR)/librocketmq-engine.a
+	  $(DESTDIR)$(LIBDIR)/librocketmq-engine.a $(DESTDIR)$(LIBDIR)/pkgconfig/rocketmq-engine.pc
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/rocketmq $(DESTDIR)$(TCLPKGDIR)
-	rmdir $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(LIBDIR)/tcltk 2>/dev/null || true
+	rmdir $(DESTDIR)$(LIBDIR)/sqlite3 $(DESTDIR)$(LIBDIR)/tcltk $(DESTDIR)$(LIBDIR)/pkgconfig \
+	  2>/dev/null || true
 
 # libFuzzer targets for the code that reads untrusted bytes (clang; not part
 # of `make check`): test/fuzz/fuzz_NAME.c, linked with the sources of

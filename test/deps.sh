@@ -7,7 +7,7 @@
 # elsewhere than Debian (NodeSource); nodejs and npm are installed when
 # either is missing.
 
-packages="sqlite3 libsqlite3-dev libsqlite3-tcl tcl zlib1g-dev liblz4-dev libzstd-dev python3 python3-venv python3-pip python3-setuptools python3-wheel"
+packages="sqlite3 libsqlite3-dev libsqlite3-tcl tcl zlib1g-dev liblz4-dev libzstd-dev pkgconf python3 python3-venv python3-pip python3-setuptools python3-wheel"
 
 for tool in cc make; do
   if ! command -v "$tool" >/dev/null 2>&1; then
