@@ -1541,7 +1541,8 @@ static int forward_put(rmq_store *s, const put_args *a, rmq_err *err) {
   rmq_remote_request q = {
       .code = RMQ_REQUEST_PUT,
       .count = a->n,
-      .flags = (a->end_offset ? RMQ_REQUEST_NOWAIT : 0) |
+      /* The caller waits later (end_offset), or no message of the put waits (WAIT=false). */
+      .flags = (a->end_offset || a->no_wait ? RMQ_REQUEST_NOWAIT : 0) |
                (s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0) |
                (a->results ? RMQ_REQUEST_RESULTS : 0),
       .spans = a->spans ? a->spans : &encoded,
@@ -1743,8 +1744,10 @@ static int serve_put(rmq_store *s, const rmq_remote_request *q, rmq_remote_respo
                 .end_offset = &r->b};
   r->a = -1;
   rc = timed_put(s, &a, err);
-  if (rc == RMQ_OK && !(q->flags & RMQ_REQUEST_NOWAIT)) {
-    rc = wait_durable(s, r->b, q->flags & RMQ_REQUEST_SYNC, err);
+  if (rc == RMQ_OK) {
+    /* Readable when the answer goes, durable too unless the follower waits on its own. */
+    rc = q->flags & RMQ_REQUEST_NOWAIT ? rmq_store_handle_flush(s, r->b, false, err)
+                                       : wait_durable(s, r->b, q->flags & RMQ_REQUEST_SYNC, err);
   }
   if (results && r->a >= 0 && (r->results = malloc(sizeof *r->results * (size_t)q->count))) {
     for (int i = 0; i < q->count; i++) {

@@ -307,6 +307,36 @@ static void test_wait_false(const char *dir) {
   rmq_store_close(s);
 }
 
+/*
+** WAIT=false through the owner: an owner with transient_store_pool makes a
+** follower's puts itself. The follower asked for flush='sync', the owner
+** flushes only when told (a long flush interval): a put that waits returns
+** flushed, one that does not returns before any flush.
+*/
+static void test_wait_false_forwarded(const char *dir) {
+  rmq_config cfg;
+  tu_small_config(&cfg, SEG);
+  cfg.transient_store_pool = 2;
+  cfg.flush_interval_ms = 600000;
+  rmq_store *s = tu_open(dir, &cfg), *s2 = NULL;
+  rmq_config fcfg = cfg;
+  fcfg.flush_sync = true;
+  fcfg.transient_store_pool = 0;
+  rmq_err err = {0};
+  CHECK_EQ_INT(rmq_store_open(dir, &fcfg, &s2, &err), RMQ_OK);
+  CHECK(s2 && rmq_store_is_follower(s2));
+  tu_msg t;
+  rmq_put_result r;
+  rmq_commitlog *cl = rmq_store_commitlog(s);
+  CHECK_EQ_INT(rmq_store_put(s2, tu_message(&t, "F", 0, "nowait", 6, "WAIT=false"), 1, &r, &err),
+               RMQ_OK);
+  CHECK(rmq_commitlog_flushed_offset(cl) < r.physical_offset + r.size);
+  CHECK_EQ_INT(rmq_store_put(s2, tu_message(&t, "F", 0, "wait", 4, NULL), 1, &r, &err), RMQ_OK);
+  CHECK(rmq_commitlog_flushed_offset(cl) >= r.physical_offset + r.size);
+  rmq_store_close(s2);
+  rmq_store_close(s);
+}
+
 /* A segment that cannot be created fails the put with the path; nothing is half-written. */
 static void test_open_failure(const char *dir) {
   rmq_config cfg;
@@ -763,6 +793,7 @@ int main(int argc, char **argv) {
                                    test_fsync_failure,
                                    test_flush_timeout,
                                    test_wait_false,
+                                   test_wait_false_forwarded,
                                    test_open_failure,
                                    test_dir_sync_failure,
                                    test_disk_reservation,
