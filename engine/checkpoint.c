@@ -68,7 +68,9 @@ int rmq_checkpoint_open(rmq_checkpoint *cp, const char *dir, bool writable, rmq_
     return rmq_err_set(err, RMQ_EIO, "cannot size %s to %d bytes: %s", cp->path,
                        RMQ_CHECKPOINT_SIZE, strerror(errno));
   }
-  if (checkpoint_reserve(cp, err) != RMQ_OK) return err->code;
+  /* A file whose blocks are all there is not touched (a repair writes nothing to a sound store). */
+  bool reserved = st.st_size == RMQ_CHECKPOINT_SIZE && st.st_blocks * 512 >= RMQ_CHECKPOINT_SIZE;
+  if (!reserved && checkpoint_reserve(cp, err) != RMQ_OK) return err->code;
   void *map = rmq_io_mmap(cp->fd, RMQ_CHECKPOINT_SIZE, 1);
   if (map == MAP_FAILED) {
     return rmq_err_set(err, RMQ_EIO, "cannot map %s: %s", cp->path, strerror(errno));

@@ -117,11 +117,15 @@ int64_t rmq_clean_expires_at(int64_t mtime_ms, int file_reserved_hours) {
   return rmq_time_add(mtime_ms, (int64_t)file_reserved_hours * 3600000);
 }
 
+static bool segment_expired(const clean_plan *p, int64_t mtime_ms) {
+  return p->now_ms >= rmq_clean_expires_at(mtime_ms, p->cfg->file_reserved_hours);
+}
+
 /* The segment by itself, last modified at mtime_ms: does this pass delete it? */
 static bool segment_due(const clean_plan *p, int64_t mtime_ms, char *why, size_t cap) {
   int hours = p->cfg->file_reserved_hours;
   int64_t expires = rmq_clean_expires_at(mtime_ms, hours);
-  bool expired = p->now_ms >= expires;
+  bool expired = segment_expired(p, mtime_ms);
   if (expired && triggered(p)) {
     char trigger[128];
     trigger_reason(p, trigger, sizeof trigger);
@@ -182,6 +186,9 @@ static bool segment_goes(segment_walk *w, const segment_state *seg, char *why, s
   bool goes = false;
   if (seg->current) {
     snprintf(why, cap, "current segment: never deleted");
+  } else if (!seg->flushed && segment_expired(w->plan, seg->mtime_ms)) {
+    /* Said before any hour it waits for: no pass deletes it until then. */
+    snprintf(why, cap, "expired, but not flushed to disk yet: deleted once it is");
   } else if (!segment_due(w->plan, seg->mtime_ms, why, cap)) {
     /* why says it */
   } else if (!seg->flushed) {

@@ -105,6 +105,8 @@ int rmq_commitlog_init(rmq_commitlog *cl, const char *store_dir, const rmq_commi
   pthread_mutex_init(&cl->shared.follow_mu, NULL);
   pthread_mutex_init(&cl->poison_mu, NULL);
   int rc = rmq_mfq_init(&cl->mfq, dir, cfg->file_size, writable, err);
+  cl->mfq.size_setting = "commitlog_file_size";
+  cl->mfq.size_unit = 1;
   cl->mfq.write_failed = poison_log;
   cl->mfq.write_failed_ctx = cl;
   return rc;

@@ -221,6 +221,8 @@ int rmq_cq_open(const char *root, const char *topic, int32_t queue_id, int32_t e
   atomic_init(&cq->min_logic_offset, 0);
   atomic_init(&cq->logic_gaps, 0);
   int rc = rmq_mfq_init(&cq->mfq, dir, cq->file_size, writable, err);
+  cq->mfq.size_setting = "consumequeue_entries";
+  cq->mfq.size_unit = RMQ_CQ_UNIT_SIZE;
   /*
   ** A new segment's name (and its queue's and topic's directories) is synced
   ** by the next flush, before a checkpoint counts on its entries, not on the

@@ -135,6 +135,36 @@ static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err
   return rc;
 }
 
+/*
+** Segments of another size than the setting makes. When they all have one
+** size that the setting could make, the store was written with that
+** setting (RMQ_EINVAL, saying so); when one stands alone, it may also be a
+** damaged file (RMQ_ECORRUPT). Mixed sizes: the file's own check reports.
+*/
+static int check_geometry(rmq_mapped_file_queue *q, char **names, int n, rmq_err *err) {
+  char path[4096];
+  int64_t size = -1;
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/%s", q->dir, names[i]);
+    int64_t len = file_length(path);
+    if (i > 0 && len != size) return RMQ_OK;
+    size = len;
+  }
+  int32_t unit = q->size_unit > 0 ? q->size_unit : 1;
+  if (n == 0 || !q->size_setting || size <= 0 || size == q->file_size || size % unit != 0 ||
+      size > INT32_MAX) {
+    return RMQ_OK;
+  }
+  snprintf(path, sizeof path, "%s/%s", q->dir, names[0]);
+  return rmq_err_set(err, n > 1 ? RMQ_EINVAL : RMQ_ECORRUPT,
+                     "%s%s is %lld bytes, but %s=%d makes files of %d bytes: %s %s=%lld%s", path,
+                     n > 1 ? " (as is every file beside it)" : "", (long long)size, q->size_setting,
+                     q->file_size / unit, q->file_size,
+                     n > 1 ? "the store was written with" : "if the store was written with",
+                     q->size_setting, (long long)(size / unit),
+                     n > 1 ? ": open it with that" : ", open it with that");
+}
+
 int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
   char **names;
   int n, rc = list_segments(q->dir, &names, &n, err);
@@ -144,6 +174,7 @@ int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
     int64_t len = file_length(path);
     if (len > 0 && len <= INT32_MAX) q->file_size = (int32_t)len;
   }
+  if (rc == RMQ_OK && !size_from_files) rc = check_geometry(q, names, n, err);
   /*
   ** Only the last segment is written to: the others give up their descriptor
   ** as the next one opens (and open the file if they ever need it), so a

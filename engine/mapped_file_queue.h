@@ -32,6 +32,9 @@ typedef rmq_mapped_file *(*rmq_allocate_fn)(void *ctx, const char *path, int64_t
 typedef struct rmq_mapped_file_queue {
   char *dir;
   int32_t file_size;
+  /* The setting that makes file_size, in units of size_unit bytes (named when a file differs). */
+  const char *size_setting;
+  int32_t size_unit;
   bool writable;
   rmq_allocate_fn allocate; /* pre-creates segments; NULL: create inline */
   void *allocate_ctx;

@@ -423,7 +423,7 @@ const char *rmq_store_recovery_report(rmq_store *s);
 ** <dir>/damaged/<UTC time>/ (later segments whole, the damaged segment's
 ** tail copied there then zeroed; each file named by the commit-log offset
 ** of its first byte), and `abort` is left so that the next open recovers
-** the consume queues from the repaired log. Then each config file that
+** the consume queues from the repaired log. A sound store is left as it was. Then each config file that
 ** needs it (rmq_verify's kind config) is moved into the same directory, with
 ** its .bak when that is damaged too: consumerOffset.json and
 ** delayOffset.json are written again with every entry that still reads of

@@ -383,6 +383,9 @@ static int take_lock(rmq_store *s, lock_mode mode, rmq_err *err) {
     s->via_owner = true;
     return RMQ_OK;
   }
+  /* RocketMQ's lock file says "lock"; written only when it does not (a repair writes nothing). */
+  char held[4];
+  if (rmq_io_pread(s->lock_fd, held, 4, 0) == 4 && memcmp(held, "lock", 4) == 0) return RMQ_OK;
   if (rmq_io_pwrite(s->lock_fd, "lock", 4, 0) != 4 || rmq_io_fsync(s->lock_fd) != 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot write %s: %s", path, strerror(errno));
   }
@@ -926,9 +929,7 @@ int rmq_store_open(const char *dir, const rmq_config *cfg, rmq_store **out, rmq_
 
 /*
 ** Under the store's lock: load the commit log with what cannot be loaded
-** set aside, recover it with damage moved aside, and leave `abort`, so that
-** the next open recovers abnormally: it dispatches again from the
-** checkpoint and cuts the consume-queue entries past the new end.
+** set aside and recover it with damage moved aside.
 */
 static int repair_steps(rmq_store *s, rmq_recovery *r, rmq_err *err) {
   struct stat st;
@@ -942,9 +943,7 @@ static int repair_steps(rmq_store *s, rmq_recovery *r, rmq_err *err) {
   if (rc == RMQ_OK) rc = rmq_commitlog_init(&s->commitlog, s->dir, &cc, true, err);
   if (rc == RMQ_OK) rc = rmq_commitlog_load_for_repair(&s->commitlog, r, err);
   if (rc == RMQ_OK) rc = rmq_checkpoint_open(&s->checkpoint, s->dir, true, err);
-  if (rc == RMQ_OK) rc = rmq_commitlog_recover(&s->commitlog, r, err);
-  if (rc == RMQ_OK) rc = create_abort(s, err);
-  return rc;
+  return rc == RMQ_OK ? rmq_commitlog_recover(&s->commitlog, r, err) : rc;
 }
 
 /*
@@ -985,6 +984,12 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
     /* Under the lock, with the log sound: what else the repair mends. */
     rmq_repair_state st = {dir, &s->checkpoint, r->end, r->moved_to, moved};
     if (rc == RMQ_OK && step) rc = step(ctx, &st, err);
+    /*
+    ** When something was moved, `abort` makes the next open recover
+    ** abnormally: it dispatches again from the checkpoint and cuts the
+    ** consume-queue entries past the new end. A sound store is left as it was.
+    */
+    if (rc == RMQ_OK && *moved > 0) rc = create_abort(s, err);
     rmq_store_close(s);
   } else if (s) {
     free(s->dir);

@@ -922,9 +922,12 @@ static void test_readonly_size(void) {
   check_entries(cq, 0, 12);
   rmq_cq_close(cq);
 
-  /* A writer still insists on its configured size. */
+  /* A writer still insists on its configured size, and names the one the files have. */
   rmq_err_clear(&err);
-  CHECK_EQ_INT(rmq_cq_open(root, "TopicRo", 0, PER_FILE + 1, true, &cq, &err), RMQ_ECORRUPT);
+  CHECK_EQ_INT(rmq_cq_open(root, "TopicRo", 0, PER_FILE + 1, true, &cq, &err), RMQ_EINVAL);
+  char want[64];
+  snprintf(want, sizeof want, "written with consumequeue_entries=%d", PER_FILE);
+  CHECK(strstr(err.msg, want) != NULL);
 
   /* A length that is not a whole number of entries. */
   cq = open_cq("TopicRo", 1, true);
