@@ -34,6 +34,7 @@
 #include "checkpoint.h"
 #include "clean.h"
 #include "commitlog_iter.h"
+#include "commitlog_recover.h"
 #include "consume_queue.h"
 #include "consumer_offset.h"
 #include "flush.h"
