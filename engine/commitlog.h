@@ -260,7 +260,6 @@ int rmq_commitlog_read_message(rmq_commitlog *cl, int64_t offset, bool check_crc
 */
 int64_t rmq_commitlog_time_at(rmq_commitlog *cl, int64_t offset, int32_t size);
 
-
 /*
 ** Set the next queue offset of (topic, queue_id): recovery rebuilds the
 ** table from the queues, at open, before any put (so without the put lock,

@@ -375,4 +375,3 @@ int rmq_commitlog_recover(rmq_commitlog *cl, rmq_recovery *r, rmq_err *err) {
   write_report(cl, r, &scan, &b, r->report, sizeof r->report);
   return RMQ_OK;
 }
-

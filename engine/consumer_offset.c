@@ -20,7 +20,6 @@
 
 #include "config_json.h"
 #include "config_manager.h"
-#include "store.h"
 
 struct rmq_consumer_offset_manager {
   pthread_mutex_t mu;
@@ -191,65 +190,5 @@ int rmq_com_repair(const char *store_dir, char *damaged_dir, size_t cap, int64_t
     pthread_mutex_unlock(&m->mu);
   }
   rmq_com_free(m);
-  return rc;
-}
-
-/* ------------------------------------------------------------ the store's */
-
-int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, int32_t queue_id,
-                            int64_t offset, rmq_err *err) {
-  if (rmq_store_config(s)->readonly) {
-    return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", rmq_store_dir(s));
-  }
-  if (!rmq_group_valid(group, strlen(group))) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "group \"%.255s\" is not a valid RocketMQ group (1..255 characters of "
-                       "[%%|a-zA-Z0-9_-])",
-                       group);
-  }
-  if (!rmq_topic_valid(topic, strlen(topic))) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "topic \"%.127s\" is not a valid RocketMQ topic (1..%d bytes of "
-                       "[A-Za-z0-9_%%|-])",
-                       topic, RMQ_MAX_TOPIC_LEN);
-  }
-  if (offset < 0) {
-    return rmq_err_set(err, RMQ_EINVAL, "offset %lld is negative", (long long)offset);
-  }
-  /* One process writes the file: the owner, which sees every queue's end. */
-  if (rmq_store_is_follower(s)) {
-    rmq_remote_request q = {.code = RMQ_REQUEST_COMMIT_OFFSET, .count = queue_id, .offset = offset};
-    snprintf(q.group, sizeof q.group, "%s", group);
-    snprintf(q.topic, sizeof q.topic, "%s", topic);
-    return rmq_store_ask_owner(s, &q, NULL, err);
-  }
-  rmq_consumer_offset_manager *m = rmq_store_offset_manager(s);
-  /* A queue appears when the dispatcher reaches its first message. */
-  int rc = rmq_store_wait_dispatched(s, err);
-  if (rc != RMQ_OK) return rc;
-  rmq_consume_queue *cq = rmq_store_find_queue(s, topic, queue_id);
-  if (!cq) {
-    return rmq_err_set(err, RMQ_ENOTFOUND, "queue %d of topic %s does not exist in store %s",
-                       queue_id, topic, rmq_store_dir(s));
-  }
-  int64_t max = rmq_cq_max_offset(cq);
-  if (offset > max) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "offset %lld is beyond the max offset of queue %d of topic %s (0..%lld)",
-                       (long long)offset, queue_id, topic, (long long)max);
-  }
-  return rmq_com_commit(m, group, topic, queue_id, offset, err);
-}
-
-int rmq_store_group_offsets(rmq_store *s, rmq_group_offset **out, int *count, rmq_err *err) {
-  *out = NULL;
-  *count = 0;
-  rmq_consumer_offset_manager *m = rmq_store_offset_manager(s);
-  if (m) return rmq_com_snapshot(m, out, count, err);
-  rmq_consumer_offset_manager *file;
-  int rc = rmq_com_load(rmq_store_dir(s), &file, err);
-  if (rc != RMQ_OK) return rc;
-  rc = rmq_com_snapshot(file, out, count, err);
-  rmq_com_free(file);
   return rc;
 }

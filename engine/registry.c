@@ -115,6 +115,8 @@ static const setting settings[] = {
     SETTING(use_spin_lock, SET_BOOL),
     SETTING(flush_interval_ms, SET_INT),
     SETTING(max_reconsume_times, SET_INT),
+    SETTING(enable_lmq, SET_BOOL),
+    SETTING(max_lmq_queues, SET_INT),
     SETTING(role, SET_ROLE),
     SETTING(ha_listen, SET_TEXT),
     SETTING(ha_master, SET_TEXT),

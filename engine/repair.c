@@ -218,6 +218,12 @@ static int repair_derived(void *ctx, const rmq_repair_state *st, rmq_err *err) {
 }
 
 int rmq_store_repair(const char *dir, int64_t *moved, rmq_err *err) {
+  rmq_store *live = rmq_store_find(dir);
+  *moved = 0;
+  if (live) {
+    rmq_store_release(live);
+    return rmq_err_set(err, RMQ_ELOCKED, "store %s is open in this process: close it first", dir);
+  }
   repair_plan p = {.index_phy = INT64_MAX};
   int rc = rmq_store_repair_with(dir, repair_derived, &p, moved, err);
   free(p.queues);

@@ -1,7 +1,7 @@
 /*
 ** schedule.c: ScheduleMessageService and its DeliverDelayedMessageTimerTask
-** (see schedule.h), and rmq_store_scheduled, the listing of the delayed
-** messages not yet delivered (rocketmq_scheduled).
+** (see schedule.h), and the listing of the delayed messages not yet
+** delivered (rmq_store_scheduled, rocketmq_scheduled).
 */
 #include "schedule.h"
 
@@ -15,8 +15,8 @@
 #include "config_json.h"
 #include "config_manager.h"
 #include "message.h"
+#include "properties.h"
 #include "service_thread.h"
-#include "store.h"
 
 /* A batch of due messages is put at once; it stays well inside one commit-log segment. */
 #define BATCH_MAX_RECORDS 256
@@ -392,7 +392,7 @@ static void property(const rmq_property_value *v, const char **p, size_t *len) {
 }
 
 /* Tell fn about an entry and the record it leads to. */
-static int list_entry(rmq_store *st, int level, int64_t queue_offset, const rmq_cq_entry *e,
+static int list_entry(rmq_commitlog *cl, int level, int64_t queue_offset, const rmq_cq_entry *e,
                       rmq_scheduled_fn fn, void *ctx) {
   static const char *const names[] = {RMQ_PROPERTY_REAL_TOPIC, RMQ_PROPERTY_REAL_QID,
                                       RMQ_PROPERTY_KEYS, RMQ_PROPERTY_UNIQ_KEY};
@@ -404,7 +404,9 @@ static int list_entry(rmq_store *st, int level, int64_t queue_offset, const rmq_
                        .queue_offset = queue_offset,
                        .commitlog_offset = e->phy_offset,
                        .real_queue_id = -1};
-  if (rmq_store_read(st, e->phy_offset, &ref, &m, &ignored) != RMQ_OK) return fn(ctx, &row);
+  if (rmq_commitlog_read_message(cl, e->phy_offset, false, &ref, &m, &ignored) != RMQ_OK) {
+    return fn(ctx, &row);
+  }
   rmq_property_value v[4];
   rmq_properties_find(m.properties, (size_t)m.properties_len, names, 4, v);
   property(&v[0], &row.real_topic, &row.real_topic_len);
@@ -416,23 +418,22 @@ static int list_entry(rmq_store *st, int level, int64_t queue_offset, const rmq_
   return rc;
 }
 
-static int list_level(rmq_store *st, const rmq_queue_info *q, const int64_t *offsets,
+static int list_level(rmq_commitlog *cl, rmq_consume_queue *cq, const int64_t *offsets,
                       rmq_scheduled_fn fn, void *ctx) {
-  rmq_consume_queue *cq = rmq_store_find_queue(st, q->topic, q->queue_id);
-  if (!cq) return RMQ_OK;
   rmq_cq_iter it;
   rmq_cq_entry e;
   int rc = RMQ_OK;
-  rmq_cq_iter_start(&it, cq, q->queue_id < RMQ_MAX_DELAY_LEVELS ? offsets[q->queue_id] : 0);
+  int32_t level = cq->queue_id;
+  rmq_cq_iter_start(&it, cq, level < RMQ_MAX_DELAY_LEVELS ? offsets[level] : 0);
   while (rc == RMQ_OK && rmq_cq_iter_next(&it, &e)) {
-    rc = list_entry(st, q->queue_id + 1, it.offset - 1, &e, fn, ctx);
+    rc = list_entry(cl, level + 1, it.offset - 1, &e, fn, ctx);
   }
   rmq_cq_iter_stop(&it);
   return rc;
 }
 
 static int cmp_queue_id(const void *a, const void *b) {
-  const rmq_queue_info *x = a, *y = b;
+  const rmq_consume_queue *x = *(rmq_consume_queue *const *)a, *y = *(rmq_consume_queue *const *)b;
   return (x->queue_id > y->queue_id) - (x->queue_id < y->queue_id);
 }
 
@@ -441,30 +442,30 @@ static int cmp_queue_id(const void *a, const void *b) {
 ** offsets, or the file's; each queue's start when the file cannot be read (a
 ** listing shows more, never less, than waits).
 */
-static void delivery_offsets(rmq_store *st, int64_t *offsets) {
-  rmq_schedule_service *svc = rmq_store_schedule(st);
+static void delivery_offsets(rmq_schedule_service *svc, const char *dir, rmq_cq_table *cqs,
+                             int64_t *offsets) {
   char report[RMQ_SCHEDULE_REPORT_MAX];
   rmq_err ignored = {0};
   if (svc) {
     rmq_schedule_offsets(svc, offsets);
   } else {
-    rmq_schedule_load_offsets(rmq_store_dir(st), rmq_store_consume_queues(st), offsets, report,
-                              sizeof report, &ignored);
+    rmq_schedule_load_offsets(dir, cqs, offsets, report, sizeof report, &ignored);
   }
 }
 
-int rmq_store_scheduled(rmq_store *st, rmq_scheduled_fn fn, void *ctx, rmq_err *err) {
-  rmq_queue_info *all;
+int rmq_schedule_list(rmq_schedule_service *svc, const char *dir, rmq_cq_table *cqs,
+                      rmq_commitlog *cl, rmq_scheduled_fn fn, void *ctx, rmq_err *err) {
+  rmq_consume_queue **all;
   int n, levels = 0;
   int64_t offsets[RMQ_MAX_DELAY_LEVELS];
-  delivery_offsets(st, offsets);
-  int rc = rmq_store_queues(st, &all, &n, err);
+  delivery_offsets(svc, dir, cqs, offsets);
+  int rc = rmq_cq_table_snapshot(cqs, &all, &n, err);
   if (rc != RMQ_OK) return rc;
   for (int i = 0; i < n; i++) {
-    if (strcmp(all[i].topic, RMQ_SCHEDULE_TOPIC) == 0) all[levels++] = all[i];
+    if (strcmp(all[i]->topic, RMQ_SCHEDULE_TOPIC) == 0) all[levels++] = all[i];
   }
   qsort(all, (size_t)levels, sizeof *all, cmp_queue_id);
-  for (int i = 0; rc == RMQ_OK && i < levels; i++) rc = list_level(st, &all[i], offsets, fn, ctx);
+  for (int i = 0; rc == RMQ_OK && i < levels; i++) rc = list_level(cl, all[i], offsets, fn, ctx);
   free(all);
   if (rc != RMQ_OK) rmq_err_set(err, rc, "listing the delayed messages: %s", rmq_strerror(rc));
   return rc;

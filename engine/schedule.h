@@ -103,4 +103,12 @@ int64_t rmq_schedule_dropped(rmq_schedule_service *s);
 */
 int64_t rmq_schedule_correct_deliver_time(int64_t now, int64_t deliver, int64_t delay_ms);
 
+/*
+** rmq_store_scheduled over the store's parts: each level's entries of cqs
+** from where delivery stands (svc's offsets; without a service, those of
+** dir's config/delayOffset.json), with their records read from cl.
+*/
+int rmq_schedule_list(rmq_schedule_service *svc, const char *dir, rmq_cq_table *cqs,
+                      rmq_commitlog *cl, rmq_scheduled_fn fn, void *ctx, rmq_err *err);
+
 #endif

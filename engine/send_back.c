@@ -1,6 +1,7 @@
 /*
 ** send_back.c: SendMessageProcessor.consumerSendMsgBack, a consumer giving
-** a message back (see rmq_store_send_back in rmq.h).
+** a message back: the copy it stores (see send_back.h; rmq_store_send_back
+** in store.c reads the message, asks for the copy and puts it).
 **
 ** The message read at the offset is stored again as the broker builds
 ** its copy: body, flag, sys flag, born time and host are kept, the
@@ -20,23 +21,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "send_back.h"
+
 #include "properties.h"
-#include "store.h"
 
 /* RocketMQ retries from level 3 (10 s with the default levels) on. */
 #define FIRST_RETRY_LEVEL 3
-
-typedef struct copy_props {
-  char buf[RMQ_MAX_PROPERTIES_LEN + 1];
-  size_t len;
-  bool has_retry_topic, has_origin_id;
-} copy_props;
 
 static bool is(const char *name, size_t n, const char *want) {
   return n == strlen(want) && memcmp(name, want, n) == 0;
 }
 
-static int put_prop(copy_props *p, const char *name, const char *value, size_t value_len,
+static int put_prop(rmq_send_back_props *p, const char *name, const char *value, size_t value_len,
                     rmq_err *err) {
   if (rmq_properties_put(p->buf, sizeof p->buf - 1, &p->len, name, strlen(name), value,
                          value_len) == 0) {
@@ -57,7 +53,7 @@ static bool delay_property(const char *name, size_t n) {
 ** The properties of the copy: a retry's without the delay properties (the
 ** level is added after), a dead letter's all of them with DELAY 0.
 */
-static int copy_properties(const rmq_message *m, bool dead, copy_props *p, rmq_err *err) {
+static int copy_properties(const rmq_message *m, bool dead, rmq_send_back_props *p, rmq_err *err) {
   rmq_properties_iter it;
   const char *name, *value;
   size_t nlen, vlen;
@@ -88,10 +84,7 @@ static int copy_properties(const rmq_message *m, bool dead, copy_props *p, rmq_e
   return rc;
 }
 
-static int check_group(rmq_store *s, const char *group, rmq_err *err) {
-  if (rmq_store_config(s)->readonly) {
-    return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", rmq_store_dir(s));
-  }
+int rmq_send_back_check_group(const char *group, rmq_err *err) {
   size_t n = strlen(group);
   if (!rmq_group_valid(group, n)) {
     return rmq_err_set(err, RMQ_EINVAL,
@@ -109,13 +102,12 @@ static int check_group(rmq_store *s, const char *group, rmq_err *err) {
   return RMQ_OK;
 }
 
-/* Build the copy of m in *copy (pointing into m, p and topic) and put it. */
-static int store_copy(rmq_store *s, const char *group, const rmq_message *m, copy_props *p,
-                      int64_t *new_offset, rmq_err *err) {
-  const rmq_config *cfg = rmq_store_config(s);
+int rmq_send_back_copy(const rmq_config *cfg, const char *group, const rmq_message *m,
+                       rmq_send_back *out, rmq_err *err) {
   bool dead = m->reconsume_times >= cfg->max_reconsume_times;
-  char topic[RMQ_MAX_TOPIC_LEN + 1];
-  snprintf(topic, sizeof topic, "%s%s",
+  rmq_send_back_props *p = &out->props;
+  *p = (rmq_send_back_props){0};
+  snprintf(out->topic, sizeof out->topic, "%s%s",
            dead ? RMQ_DLQ_GROUP_TOPIC_PREFIX : RMQ_RETRY_GROUP_TOPIC_PREFIX, group);
   int rc = copy_properties(m, dead, p, err);
   if (rc == RMQ_OK && !dead) {
@@ -127,10 +119,9 @@ static int store_copy(rmq_store *s, const char *group, const rmq_message *m, cop
     int len = snprintf(text, sizeof text, "%lld", (long long)(level < count ? level : count));
     if (rc == RMQ_OK) rc = put_prop(p, RMQ_PROPERTY_DELAY, text, (size_t)len, err);
   }
-  if (rc != RMQ_OK) return rc;
-  rmq_message copy = {
-      .topic = topic,
-      .topic_len = (int32_t)strlen(topic),
+  out->m = (rmq_message){
+      .topic = out->topic,
+      .topic_len = (int32_t)strlen(out->topic),
       .queue_id = 0,
       .flag = m->flag,
       .body = m->body,
@@ -142,29 +133,5 @@ static int store_copy(rmq_store *s, const char *group, const rmq_message *m, cop
       .born_host = m->born_host,
       .reconsume_times = m->reconsume_times + 1,
   };
-  rmq_put_result res;
-  rc = rmq_store_put(s, &copy, 1, &res, err);
-  if (rc == RMQ_OK) *new_offset = res.physical_offset;
-  return rc;
-}
-
-int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
-                        int64_t *new_offset, rmq_err *err) {
-  int rc = check_group(s, group, err);
-  if (rc != RMQ_OK) return rc;
-  if (rmq_store_is_follower(s)) {
-    rmq_remote_request q = {.code = RMQ_REQUEST_SEND_BACK, .offset = commitlog_offset};
-    snprintf(q.group, sizeof q.group, "%s", group);
-    return rmq_store_ask_owner(s, &q, new_offset, err);
-  }
-  rmq_commitlog_ref ref = {0};
-  rmq_message m;
-  rc = rmq_store_read(s, commitlog_offset, &ref, &m, err);
-  if (rc != RMQ_OK) return rc;
-  copy_props *p = calloc(1, sizeof *p);
-  rc = p ? store_copy(s, group, &m, p, new_offset, err)
-         : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  free(p);
-  rmq_commitlog_ref_release(&ref);
   return rc;
 }

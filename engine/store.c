@@ -51,8 +51,8 @@
 #include "remoting_server.h"
 #include "shared_state.h"
 #include "reput.h"
+#include "send_back.h"
 #include "service_thread.h"
-#include "shared_state.h"
 #include "topic_config.h"
 
 /* How long open waits for the dispatcher to catch up with the recovered log. */
@@ -109,197 +109,6 @@ struct rmq_store {
   /* put latency, sampled: bucket i counts puts that took [2^i, 2^(i+1)) ns */
   _Atomic int64_t latency_buckets[RMQ_LATENCY_BUCKETS];
 };
-
-/* ---------------------------------------------------------------- config */
-
-void rmq_config_init(rmq_config *cfg) {
-  memset(cfg, 0, sizeof *cfg);
-  cfg->commitlog_file_size = 1073741824;
-  cfg->consumequeue_entries = 300000;
-  cfg->index_slots = 5000000;
-  cfg->index_entries = 20000000;
-  cfg->max_message_size = 4194304;
-  cfg->default_queues = 4;
-  snprintf(cfg->delay_levels, sizeof cfg->delay_levels, "%s",
-           "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h");
-  cfg->file_reserved_hours = 72;
-  snprintf(cfg->delete_when, sizeof cfg->delete_when, "04");
-  cfg->disk_max_used_ratio = 75;
-  cfg->disk_clean_forcibly_ratio = 85;
-  cfg->disk_warning_ratio = 90;
-  cfg->clean_interval_ms = 10000;
-  cfg->clean_first_delay_ms = 60000;
-  cfg->clean_grace_ms = 120000;
-  rmq_host_parse("127.0.0.1:10911", &cfg->store_host);
-  cfg->sync_flush_timeout_ms = 5000;
-  cfg->flush_interval_ms = 500;
-  cfg->max_reconsume_times = 16;
-  cfg->compress_over = 4096;
-  cfg->compress_type = RMQ_CODEC_ZLIB;
-  cfg->compress_level = 5;
-  cfg->max_lmq_queues = 20000;
-  cfg->role = RMQ_ROLE_MASTER;
-  cfg->ha_slave_timeout_ms = 3000;
-  cfg->ha_heartbeat_ms = 5000;
-  cfg->ha_housekeeping_ms = 20000;
-}
-
-static const char *const role_names[] = {"master", "sync_master", "slave"};
-
-const char *rmq_role_name(rmq_role role) {
-  return role >= RMQ_ROLE_MASTER && role <= RMQ_ROLE_SLAVE ? role_names[role] : "unknown";
-}
-
-int rmq_role_parse(const char *name, rmq_role *out, rmq_err *err) {
-  for (int i = RMQ_ROLE_MASTER; i <= RMQ_ROLE_SLAVE; i++) {
-    if (strcmp(name, role_names[i]) == 0) {
-      *out = (rmq_role)i;
-      return RMQ_OK;
-    }
-  }
-  return rmq_err_set(err, RMQ_EINVAL, "role: '%s' must be 'master', 'sync_master' or 'slave'",
-                     name);
-}
-
-int rmq_parse_delay_levels(const char *s, int64_t *ms, int max, int *count, rmq_err *err) {
-  *count = 0;
-  for (const char *p = s; *p;) {
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    int64_t unit = *end == 's'   ? 1000
-                   : *end == 'm' ? 60000
-                   : *end == 'h' ? 3600000
-                   : *end == 'd' ? 86400000
-                                 : 0;
-    if (end == p || v <= 0 || unit == 0 || (end[1] != ' ' && end[1] != '\0')) {
-      return rmq_err_set(err, RMQ_EINVAL,
-                         "delay_levels: \"%s\" is not a list like '1s 5s 10m 2h' (units s m h d)",
-                         s);
-    }
-    if (*count == max) {
-      return rmq_err_set(err, RMQ_EINVAL, "delay_levels: more than %d levels", max);
-    }
-    /* strtoll's overflow (LLONG_MAX) lands here too. */
-    if (v > RMQ_MAX_DELAY_MS / unit) {
-      return rmq_err_set(err, RMQ_EINVAL, "delay_levels: level %d is %.*s; a delay is at most 365d",
-                         *count + 1, (int)(end + 1 - p), p);
-    }
-    ms[(*count)++] = v * unit;
-    p = end[1] ? end + 2 : end + 1;
-  }
-  if (*count == 0) return rmq_err_set(err, RMQ_EINVAL, "delay_levels: no level given");
-  return RMQ_OK;
-}
-
-static int check_range(const char *name, long long v, long long lo, long long hi, rmq_err *err) {
-  if (v >= lo && v <= hi) return RMQ_OK;
-  return rmq_err_set(err, RMQ_EINVAL, "%s: %lld is out of range (%lld..%lld)", name, v, lo, hi);
-}
-
-/* A "host:port" address; a listener may ask for port 0 (any free port). */
-static int check_address(const char *name, const char *v, int min_port, rmq_err *err) {
-  char host[RMQ_HA_ADDR];
-  int port;
-  if (rmq_ha_split_address(v, host, sizeof host, &port) != 0) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "%s: '%s' is not host:port (e.g. 10.0.0.5:10912, broker-a:10912 or "
-                       "[2001:db8::5]:10912; ports 0..65535)",
-                       name, v);
-  }
-  return check_range(name, port, min_port, 65535, err);
-}
-
-/* The replication settings (BrokerRole, haListenPort, haMasterAddress) agree with each other. */
-static int check_ha(const rmq_config *cfg, rmq_err *err) {
-  if (cfg->role < RMQ_ROLE_MASTER || cfg->role > RMQ_ROLE_SLAVE) {
-    return rmq_err_set(err, RMQ_EINVAL, "role: %d is not master, sync_master or slave",
-                       (int)cfg->role);
-  }
-  bool slave = cfg->role == RMQ_ROLE_SLAVE;
-  if (slave && !cfg->ha_master[0]) {
-    return rmq_err_set(err, RMQ_EINVAL, "role='slave' needs ha_master='host:port' (its master)");
-  }
-  if (!slave && cfg->ha_master[0]) {
-    return rmq_err_set(err, RMQ_EINVAL, "ha_master: only a slave has a master (role is '%s')",
-                       rmq_role_name(cfg->role));
-  }
-  if (cfg->role == RMQ_ROLE_SYNC_MASTER && !cfg->ha_listen[0]) {
-    return rmq_err_set(err, RMQ_EINVAL,
-                       "role='sync_master' needs ha_listen='host:port' for its slaves");
-  }
-  if (cfg->readonly && (slave || cfg->ha_listen[0])) {
-    return rmq_err_set(err, RMQ_EINVAL, "readonly: a read-only store takes no part in replication");
-  }
-  int rc = cfg->ha_listen[0] ? check_address("ha_listen", cfg->ha_listen, 0, err) : RMQ_OK;
-  if (!rc && slave) rc = check_address("ha_master", cfg->ha_master, 1, err);
-  if (!rc) rc = check_range("ha_slave_timeout_ms", cfg->ha_slave_timeout_ms, 1, 3600000, err);
-  if (!rc) rc = check_range("ha_heartbeat_ms", cfg->ha_heartbeat_ms, 10, 3600000, err);
-  if (!rc) {
-    rc = check_range("ha_housekeeping_ms", cfg->ha_housekeeping_ms, 2 * cfg->ha_heartbeat_ms,
-                     86400000, err);
-  }
-  return rc;
-}
-
-/* compress_over, and compress_level within what compress_type takes. */
-static int check_compression(const rmq_config *cfg, rmq_err *err) {
-  int rc = check_range("compress_over", cfg->compress_over, 0, INT32_MAX, err);
-  rmq_codec c = cfg->compress_type;
-  if (!rc && c != RMQ_CODEC_ZLIB && c != RMQ_CODEC_LZ4 && c != RMQ_CODEC_ZSTD) {
-    rc = rmq_err_set(err, RMQ_EINVAL, "compress_type must be 'zlib', 'lz4' or 'zstd'");
-  }
-  /* Deflater's levels; LZ4F's fast and high-compression levels; zstd's positive levels. */
-  int lo = c == RMQ_CODEC_ZSTD ? 1 : 0, hi = c == RMQ_CODEC_ZLIB ? 9 : c == RMQ_CODEC_LZ4 ? 12 : 22;
-  if (!rc && (cfg->compress_level < lo || cfg->compress_level > hi)) {
-    rc = rmq_err_set(err, RMQ_EINVAL, "compress_level %d is out of range %d..%d for %s",
-                     cfg->compress_level, lo, hi, rmq_codec_name(c));
-  }
-  return rc;
-}
-
-int rmq_config_check(const rmq_config *cfg, rmq_err *err) {
-  int64_t levels[RMQ_MAX_DELAY_LEVELS];
-  int n;
-  int rc = check_range("commitlog_file_size", cfg->commitlog_file_size, 4096, INT32_MAX, err);
-  if (!rc) rc = check_range("consumequeue_entries", cfg->consumequeue_entries, 1, 100000000, err);
-  if (!rc) rc = check_range("index_slots", cfg->index_slots, 1, 100000000, err);
-  if (!rc) rc = check_range("index_entries", cfg->index_entries, 2, 100000000, err);
-  if (!rc && 40LL + 4LL * cfg->index_slots + 20LL * cfg->index_entries > INT32_MAX) {
-    rc = rmq_err_set(err, RMQ_EINVAL,
-                     "index_slots and index_entries make an index file larger "
-                     "than 2 GiB");
-  }
-  if (!rc) rc = check_range("max_message_size", cfg->max_message_size, 1, 1 << 30, err);
-  if (!rc) rc = check_range("max_lmq_queues", cfg->max_lmq_queues, 1, INT32_MAX, err);
-  if (!rc) rc = check_range("default_queues", cfg->default_queues, 1, 1024, err);
-  if (!rc) rc = check_range("file_reserved_hours", cfg->file_reserved_hours, 0, 1 << 20, err);
-  if (!rc) rc = check_range("disk_max_used_ratio", cfg->disk_max_used_ratio, 10, 95, err);
-  if (!rc)
-    rc = check_range("disk_clean_forcibly_ratio", cfg->disk_clean_forcibly_ratio, 10, 99, err);
-  if (!rc) rc = check_range("disk_warning_ratio", cfg->disk_warning_ratio, 10, 99, err);
-  if (!rc && cfg->disk_clean_forcibly_ratio > cfg->disk_warning_ratio) {
-    rc = rmq_err_set(err, RMQ_EINVAL,
-                     "disk_clean_forcibly_ratio (%d) must not exceed disk_warning_ratio (%d): "
-                     "forced cleaning starts before writes are refused",
-                     cfg->disk_clean_forcibly_ratio, cfg->disk_warning_ratio);
-  }
-  if (!rc) rc = check_range("clean_interval_ms", cfg->clean_interval_ms, 10, 86400000, err);
-  if (!rc) rc = check_range("clean_first_delay_ms", cfg->clean_first_delay_ms, 0, 86400000, err);
-  if (!rc) rc = check_range("clean_grace_ms", cfg->clean_grace_ms, 0, 86400000, err);
-  if (!rc) rc = check_range("sync_flush_timeout_ms", cfg->sync_flush_timeout_ms, 1, 3600000, err);
-  if (!rc) rc = check_range("flush_interval_ms", cfg->flush_interval_ms, 1, 86400000, err);
-  if (!rc) rc = check_range("transient_store_pool", cfg->transient_store_pool, 0, 64, err);
-  if (!rc) rc = check_range("max_reconsume_times", cfg->max_reconsume_times, 0, 10000, err);
-  if (!rc) rc = check_compression(cfg, err);
-  if (!rc && cfg->transient_store_pool > 0 && cfg->flush_sync) {
-    rc = rmq_err_set(err, RMQ_EINVAL,
-                     "transient_store_pool requires flush='async' (as in "
-                     "RocketMQ, the pool is for asynchronous flushing only)");
-  }
-  if (!rc) rc = rmq_parse_delay_levels(cfg->delay_levels, levels, RMQ_MAX_DELAY_LEVELS, &n, err);
-  if (!rc) rc = check_ha(cfg, err);
-  return rc;
-}
 
 /* ------------------------------------------------------------- lock/abort */
 
@@ -733,7 +542,8 @@ static int replica_appended(void *ctx, int64_t end, rmq_err *err) {
 */
 static int load_topics(rmq_store *s, rmq_err *err) {
   char rebuilt[640];
-  int rc = rmq_tcm_load(s->dir, s, &s->topics, rebuilt, sizeof rebuilt, err);
+  int rc = rmq_tcm_load(s->dir, s->cqs, s->user_cfg.delay_levels, &s->topics, rebuilt, sizeof rebuilt,
+                        err);
   if (rc == RMQ_OK && rebuilt[0]) {
     size_t len = strlen(s->recovery_report);
     snprintf(s->recovery_report + len, sizeof s->recovery_report - len, "; %s", rebuilt);
@@ -963,11 +773,6 @@ static int repair_config(rmq_store *s, rmq_recovery *r, rmq_err *err) {
 int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int64_t *moved,
                           rmq_err *err) {
   *moved = 0;
-  rmq_store *live = rmq_store_find(dir);
-  if (live) {
-    rmq_store_release(live);
-    return rmq_err_set(err, RMQ_ELOCKED, "store %s is open in this process: close it first", dir);
-  }
   rmq_store *s = calloc(1, sizeof *s);
   rmq_recovery *r = calloc(1, sizeof *r);
   int rc = s && r && (s->dir = strdup(dir)) ? RMQ_OK
@@ -1225,7 +1030,100 @@ rmq_commitlog *rmq_store_commitlog(rmq_store *s) { return &s->commitlog; }
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s) { return s->cqs; }
 rmq_index_service *rmq_store_index(rmq_store *s) { return &s->index; }
 rmq_reput_service *rmq_store_reput(rmq_store *s) { return s->cfg.readonly ? NULL : s->reput; }
-rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s) { return s->offsets; }
+
+int rmq_store_scheduled(rmq_store *s, rmq_scheduled_fn fn, void *ctx, rmq_err *err) {
+  int rc = rmq_store_refresh(s, err);
+  return rc == RMQ_OK ? rmq_schedule_list(s->schedule, s->dir, s->cqs, &s->commitlog, fn, ctx, err)
+                      : rc;
+}
+
+/* ------------------------------------------------------- consumer groups */
+/*
+** A consumer gives a message back (SendMessageProcessor.consumerSendMsgBack):
+** its copy (send_back.h) is put, by the owner of the store.
+*/
+int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
+                        int64_t *new_offset, rmq_err *err) {
+  if (s->user_cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
+  int rc = rmq_send_back_check_group(group, err);
+  if (rc != RMQ_OK) return rc;
+  if (rmq_store_is_follower(s)) {
+    rmq_remote_request q = {.code = RMQ_REQUEST_SEND_BACK, .offset = commitlog_offset};
+    snprintf(q.group, sizeof q.group, "%s", group);
+    return rmq_store_ask_owner(s, &q, new_offset, err);
+  }
+  rmq_commitlog_ref ref = {0};
+  rmq_message m;
+  rc = rmq_store_read(s, commitlog_offset, &ref, &m, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_send_back *copy = malloc(sizeof *copy);
+  rc = copy ? rmq_send_back_copy(&s->user_cfg, group, &m, copy, err)
+            : rmq_err_set(err, RMQ_ENOMEM, "out of memory");
+  rmq_put_result res;
+  if (rc == RMQ_OK) rc = rmq_store_put(s, &copy->m, 1, &res, err);
+  if (rc == RMQ_OK) *new_offset = res.physical_offset;
+  free(copy);
+  rmq_commitlog_ref_release(&ref);
+  return rc;
+}
+
+int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, int32_t queue_id,
+                            int64_t offset, rmq_err *err) {
+  if (s->user_cfg.readonly) {
+    return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
+  }
+  if (!rmq_group_valid(group, strlen(group))) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "group \"%.255s\" is not a valid RocketMQ group (1..255 characters of "
+                       "[%%|a-zA-Z0-9_-])",
+                       group);
+  }
+  if (!rmq_topic_valid(topic, strlen(topic))) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "topic \"%.127s\" is not a valid RocketMQ topic (1..%d bytes of "
+                       "[A-Za-z0-9_%%|-])",
+                       topic, RMQ_MAX_TOPIC_LEN);
+  }
+  if (offset < 0) {
+    return rmq_err_set(err, RMQ_EINVAL, "offset %lld is negative", (long long)offset);
+  }
+  /* One process writes the file: the owner, which sees every queue's end. */
+  if (rmq_store_is_follower(s)) {
+    rmq_remote_request q = {.code = RMQ_REQUEST_COMMIT_OFFSET, .count = queue_id, .offset = offset};
+    snprintf(q.group, sizeof q.group, "%s", group);
+    snprintf(q.topic, sizeof q.topic, "%s", topic);
+    return rmq_store_ask_owner(s, &q, NULL, err);
+  }
+  rmq_consumer_offset_manager *m = s->offsets;
+  /* A queue appears when the dispatcher reaches its first message. */
+  int rc = rmq_store_wait_dispatched(s, err);
+  if (rc != RMQ_OK) return rc;
+  rmq_consume_queue *cq = rmq_store_find_queue(s, topic, queue_id);
+  if (!cq) {
+    return rmq_err_set(err, RMQ_ENOTFOUND, "queue %d of topic %s does not exist in store %s",
+                       queue_id, topic, s->dir);
+  }
+  int64_t max = rmq_cq_max_offset(cq);
+  if (offset > max) {
+    return rmq_err_set(err, RMQ_EINVAL,
+                       "offset %lld is beyond the max offset of queue %d of topic %s (0..%lld)",
+                       (long long)offset, queue_id, topic, (long long)max);
+  }
+  return rmq_com_commit(m, group, topic, queue_id, offset, err);
+}
+
+int rmq_store_group_offsets(rmq_store *s, rmq_group_offset **out, int *count, rmq_err *err) {
+  *out = NULL;
+  *count = 0;
+  rmq_consumer_offset_manager *m = s->offsets;
+  if (m) return rmq_com_snapshot(m, out, count, err);
+  rmq_consumer_offset_manager *file;
+  int rc = rmq_com_load(s->dir, &file, err);
+  if (rc != RMQ_OK) return rc;
+  rc = rmq_com_snapshot(file, out, count, err);
+  rmq_com_free(file);
+  return rc;
+}
 rmq_schedule_service *rmq_store_schedule(rmq_store *s) { return s->schedule; }
 const char *rmq_store_recovery_report(rmq_store *s) { return s->recovery_report; }
 const char *rmq_store_delay_offset_report(rmq_store *s) { return s->delay_offset_report; }

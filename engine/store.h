@@ -14,12 +14,11 @@
 #include "rmq.h"
 #include "schedule.h"
 
-/* The store's parts (NULL reput and offset manager in a read-only store). */
+/* The store's parts (NULL reput in a read-only store). */
 rmq_commitlog *rmq_store_commitlog(rmq_store *s);
 rmq_cq_table *rmq_store_consume_queues(rmq_store *s);
 rmq_index_service *rmq_store_index(rmq_store *s);
 rmq_reput_service *rmq_store_reput(rmq_store *s);
-struct rmq_consumer_offset_manager *rmq_store_offset_manager(rmq_store *s);
 /* The clean service (its thread runs in a writable store only) and the store's retired files. */
 rmq_clean_service *rmq_store_clean_service(rmq_store *s);
 rmq_retired_files *rmq_store_retired(rmq_store *s);
@@ -54,10 +53,12 @@ int rmq_store_make_dir(const char *dir, rmq_err *err);
    engine alone holds and releases. */
 void rmq_store_drop_inherited_lock(rmq_store *s);
 /*
-** rmq_store_repair's steps for the commit log (moving its damage aside and
-** leaving `abort`), then, still under the store's lock, step (when not
-** NULL) with the store's checkpoint, the log's repaired end and where its
-** damage went ("" when nothing was moved), adding what it moves to *moved.
+** rmq_store_repair's steps for the commit log (moving its damage aside),
+** then, still under the store's lock, step (when not NULL) with the store's
+** checkpoint, the log's repaired end and where its damage went ("" when
+** nothing was moved), adding what it moves to *moved; `abort` is left when
+** anything was. The caller makes sure that no engine of this process has
+** the store open (rmq_store_find).
 */
 typedef struct rmq_repair_state {
   const char *dir;

@@ -27,8 +27,8 @@
 
 #include "config_json.h"
 #include "config_manager.h"
+#include "consume_queue.h"
 #include "service_thread.h"
-#include "store.h"
 #include "topic_queue_table.h"
 
 #define PERM_READ_WRITE 6 /* PermName.PERM_READ | PERM_WRITE */
@@ -36,8 +36,9 @@
 
 struct rmq_topic_config_manager {
   rmq_service_thread thread;
-  rmq_store *store;
-  pthread_mutex_t mu; /* the table: the service and rmq_tcm_sync's callers */
+  rmq_cq_table *queues;   /* the store's consume queues, whose topics the table holds */
+  char delay_levels[512]; /* the store's levels: SCHEDULE_TOPIC_XXXX has one queue each */
+  pthread_mutex_t mu;     /* the table: the service and rmq_tcm_sync's callers */
   rmq_topic_config *topics;
   int n, cap;
   rmq_topic_queue_table *places; /* topic (queue id 0) -> its index in topics, plus one */
@@ -111,8 +112,7 @@ static int note_queue(rmq_topic_config_manager *m, const char *topic, int32_t qu
 static int note_schedule_topic(rmq_topic_config_manager *m, rmq_err *err) {
   int64_t levels[RMQ_MAX_DELAY_LEVELS];
   int count;
-  int rc = rmq_parse_delay_levels(rmq_store_config(m->store)->delay_levels, levels,
-                                  RMQ_MAX_DELAY_LEVELS, &count, err);
+  int rc = rmq_parse_delay_levels(m->delay_levels, levels, RMQ_MAX_DELAY_LEVELS, &count, err);
   if (rc == RMQ_OK && note_queue(m, RMQ_SCHEDULE_TOPIC, count - 1) != RMQ_OK) {
     rc = rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   }
@@ -171,8 +171,8 @@ static int rebuild(rmq_topic_config_manager *m, const char *store_dir, char *rep
   return rc;
 }
 
-int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, char *report,
-                 size_t cap, rmq_err *err) {
+int rmq_tcm_load(const char *store_dir, rmq_cq_table *queues, const char *delay_levels,
+                 rmq_topic_config_manager **out, char *report, size_t cap, rmq_err *err) {
   *out = NULL;
   report[0] = '\0';
   rmq_topic_config_manager *m = calloc(1, sizeof *m);
@@ -181,7 +181,8 @@ int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager *
     m = NULL;
   }
   if (!m) return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
-  m->store = s;
+  m->queues = queues;
+  snprintf(m->delay_levels, sizeof m->delay_levels, "%s", delay_levels);
   pthread_mutex_init(&m->mu, NULL);
   snprintf(m->path, sizeof m->path, "%s/config/topics.json", store_dir);
   int from;
@@ -217,13 +218,13 @@ static int persist_locked(rmq_topic_config_manager *m, rmq_err *err) {
 }
 
 int rmq_tcm_sync(rmq_topic_config_manager *m, rmq_err *err) {
-  rmq_queue_info *queues;
+  rmq_consume_queue **queues;
   int n;
-  int rc = rmq_store_queues(m->store, &queues, &n, err);
+  int rc = rmq_cq_table_snapshot(m->queues, &queues, &n, err);
   if (rc != RMQ_OK) return rc;
   pthread_mutex_lock(&m->mu);
   for (int i = 0; rc == RMQ_OK && i < n; i++)
-    rc = note_queue(m, queues[i].topic, queues[i].queue_id);
+    rc = note_queue(m, queues[i]->topic, queues[i]->queue_id);
   if (rc == RMQ_ENOMEM) rmq_err_set(err, rc, "out of memory");
   if (rc == RMQ_OK) rc = persist_locked(m, err);
   pthread_mutex_unlock(&m->mu);

@@ -7,6 +7,7 @@
 #define RMQ_TOPIC_CONFIG_H
 
 #include "config_manager.h"
+#include "consume_queue.h"
 #include "rmq.h"
 
 typedef struct rmq_topic_config_manager rmq_topic_config_manager;
@@ -16,12 +17,12 @@ typedef struct rmq_topic_config_manager rmq_topic_config_manager;
 ** broker created are kept; an empty table when neither exists. When neither
 ** parses, they are moved into <store_dir>/damaged/<UTC time>/ and the table
 ** starts empty, to be rebuilt from the queues: report (cap bytes) then says
-** so, else it is "". The service that keeps the table up to date with s's
-** queues is not started yet. RMQ_ENOMEM, RMQ_EIO (a file that cannot be
-** read or moved).
+** so, else it is "". SCHEDULE_TOPIC_XXXX gets one queue per delay level.
+** The service that keeps the table up to date with the consume queues is
+** not started yet. RMQ_ENOMEM, RMQ_EIO (a file that cannot be read or moved).
 */
-int rmq_tcm_load(const char *store_dir, rmq_store *s, rmq_topic_config_manager **out, char *report,
-                 size_t cap, rmq_err *err);
+int rmq_tcm_load(const char *store_dir, rmq_cq_table *queues, const char *delay_levels,
+                 rmq_topic_config_manager **out, char *report, size_t cap, rmq_err *err);
 /* rocketmq_verify: how config/topics.json and its .bak read (rmq_config_examine). */
 int rmq_tcm_examine(const char *store_dir, rmq_config_copy *file, rmq_config_copy *bak,
                     rmq_err *err);
