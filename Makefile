@@ -248,9 +248,9 @@ FUZZ_record_head_SRC = $(FUZZ_CODEC) engine/java_hash.c
 FUZZ_multi_dispatch_SRC = $(FUZZ_CODEC) engine/multi_dispatch.c engine/properties.c \
                           engine/topic_queue_table.c engine/topic.c engine/rmq_err.c
 FUZZ_msg_id_SRC = engine/message_id.c
-FUZZ_json_SRC = ext/json.c ext/error.c engine/properties.c
+FUZZ_json_SRC = ext/json.c ext/error.c ext/utf8.c engine/properties.c
 FUZZ_json_LIBS = -lsqlite3
-FUZZ_args_SRC = ext/args.c ext/error.c ext/json.c $(ENGINE_SRC)
+FUZZ_args_SRC = ext/args.c ext/error.c ext/utf8.c $(ENGINE_SRC)
 FUZZ_args_LIBS = -lsqlite3 $(ENGINE_LDLIBS)
 FUZZ_consume_queue_SRC = $(ENGINE_SRC)
 FUZZ_consume_queue_LIBS = $(ENGINE_LDLIBS)

@@ -258,7 +258,8 @@ typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, c
 ** (null skips the pair), calling cb for each pair in order.
 */
 int rmqx_properties_from_json(const char *text, rmqx_json_pair_cb cb, void *ctx, char **errmsg);
-/* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+
+/* utf8.c: strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 bool rmqx_utf8_valid(const uint8_t *s, size_t n);
 /* The offset of the first byte of s that does not start valid UTF-8; n when all are valid. */
 size_t rmqx_utf8_invalid_at(const uint8_t *s, size_t n);
