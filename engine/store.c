@@ -542,8 +542,8 @@ static int replica_appended(void *ctx, int64_t end, rmq_err *err) {
 */
 static int load_topics(rmq_store *s, rmq_err *err) {
   char rebuilt[640];
-  int rc = rmq_tcm_load(s->dir, s->cqs, s->user_cfg.delay_levels, &s->topics, rebuilt, sizeof rebuilt,
-                        err);
+  int rc = rmq_tcm_load(s->dir, s->cqs, s->user_cfg.delay_levels, &s->topics, rebuilt,
+                        sizeof rebuilt, err);
   if (rc == RMQ_OK && rebuilt[0]) {
     size_t len = strlen(s->recovery_report);
     snprintf(s->recovery_report + len, sizeof s->recovery_report - len, "; %s", rebuilt);
@@ -1044,7 +1044,8 @@ int rmq_store_scheduled(rmq_store *s, rmq_scheduled_fn fn, void *ctx, rmq_err *e
 */
 int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offset,
                         int64_t *new_offset, rmq_err *err) {
-  if (s->user_cfg.readonly) return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
+  if (s->user_cfg.readonly)
+    return rmq_err_set(err, RMQ_EINVAL, "store %s is open read-only", s->dir);
   int rc = rmq_send_back_check_group(group, err);
   if (rc != RMQ_OK) return rc;
   if (rmq_store_is_follower(s)) {

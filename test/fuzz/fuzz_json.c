@@ -16,7 +16,7 @@
 
 #include "properties.h"
 
-/* ext/json.c's entry points (ext/rmq_ext.h, which needs sqlite3ext.h). */
+/* The entry points of ext/json.c and ext/utf8.c (ext/rmq_ext.h, which needs sqlite3ext.h). */
 typedef int (*rmqx_json_pair_cb)(void *ctx, const char *name, size_t name_len, const char *value,
                                  size_t value_len, char **errmsg);
 int rmqx_properties_from_json(const char *text, rmqx_json_pair_cb cb, void *ctx, char **errmsg);
