@@ -4,13 +4,14 @@ group's committed offset, process them, commit the group's new position,
 and long-poll (wait_ms) for more. A crash between processing and commit
 hands the batch over again at the next start: at-least-once, as RocketMQ.
 
-    python3 consumer.py STORE GROUP TOPIC QUEUE_ID [ARGUMENTS]
+    .venv/bin/python examples/consumer.py STORE GROUP TOPIC QUEUE_ID [ARGUMENTS]
 
 (ARGUMENTS: more arguments of the rocketmq table, such as
 commitlog_file_size=65536 for a store made with it) prints each message of
 the queue that GROUP has not consumed, waits for more, and stops at SIGINT
-or SIGTERM. test/python_package.py runs consume()
-with a producer beside it.
+or SIGTERM. It imports the package sqlite_rocketmq, so it runs with the
+python of the venv the package is installed in (docs/clients.md).
+test/python_package.py runs consume() with a producer beside it.
 """
 import signal
 import sqlite3

@@ -1,5 +1,5 @@
 // node_api.mjs: the extension in Node.js, loaded into better-sqlite3 and
-// the SQLite it bundles (newer than Debian's), as the README shows it:
+// the SQLite it bundles (newer than Debian's), as docs/clients.md shows it:
 // produce (lastInsertRowid is the commit-log offset), consume by queue,
 // look up by key, transactions, an outbox joined with an ordinary table, a
 // long poll that another thread's INSERT ends, the companion tables and
