@@ -1,7 +1,7 @@
 /*
 ** test_pool_crash.c: kill a real process that produces with
 ** transient_store_pool=1 and 2 (flush='async') with SIGKILL, and check that what
-** it lost is what the README allows: only puts acknowledged less than one
+** it lost is what docs/guarantees.md allows: only puts acknowledged less than one
 ** commit interval (200 ms) before the kill. Every put wakes
 ** CommitRealTimeService, so in practice the loss is none or the last few
 ** puts.
