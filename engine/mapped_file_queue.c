@@ -140,6 +140,7 @@ static int mfq_load_one(rmq_mapped_file_queue *q, const char *name, rmq_err *err
 ** size that the setting could make, the store was written with that
 ** setting (RMQ_EINVAL, saying so); when one stands alone, it may also be a
 ** damaged file (RMQ_ECORRUPT). Mixed sizes: the file's own check reports.
+** Asked only once a load failed, so that a sound open stats nothing more.
 */
 static int check_geometry(rmq_mapped_file_queue *q, char **names, int n, rmq_err *err) {
   char path[4096];
@@ -174,7 +175,6 @@ int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
     int64_t len = file_length(path);
     if (len > 0 && len <= INT32_MAX) q->file_size = (int32_t)len;
   }
-  if (rc == RMQ_OK && !size_from_files) rc = check_geometry(q, names, n, err);
   /*
   ** Only the last segment is written to: the others give up their descriptor
   ** as the next one opens (and open the file if they ever need it), so a
@@ -183,6 +183,11 @@ int rmq_mfq_load(rmq_mapped_file_queue *q, bool size_from_files, rmq_err *err) {
   for (int i = 0; rc == RMQ_OK && i < n; i++) {
     rc = mfq_load_one(q, names[i], err);
     if (q->count > 1) rmq_mapped_file_close_fd(q->files[q->count - 2]);
+  }
+  rmq_err geometry = {0};
+  if (rc == RMQ_ECORRUPT && !size_from_files && check_geometry(q, names, n, &geometry) != RMQ_OK) {
+    *err = geometry;
+    rc = geometry.code;
   }
   for (int i = 0; i < n; i++) free(names[i]);
   free(names);

@@ -875,6 +875,8 @@ typedef struct put_args {
 } put_args;
 
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err);
+/* Carry out q in the owner (owner_link.h); *a (may be NULL): the answer's first figure. */
+static int ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err);
 static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err);
 
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
@@ -1011,7 +1013,7 @@ int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
   if (s->via_owner) {
     rmq_remote_request q = {.code = RMQ_REQUEST_FLUSH};
-    return rmq_store_ask_owner(s, &q, flushed_offset, err);
+    return ask_owner(s, &q, flushed_offset, err);
   }
   if (!s->flush) {
     *flushed_offset = rmq_commitlog_max_offset(&s->commitlog);
@@ -1051,7 +1053,7 @@ int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offse
   if (rmq_store_is_follower(s)) {
     rmq_remote_request q = {.code = RMQ_REQUEST_SEND_BACK, .offset = commitlog_offset};
     snprintf(q.group, sizeof q.group, "%s", group);
-    return rmq_store_ask_owner(s, &q, new_offset, err);
+    return ask_owner(s, &q, new_offset, err);
   }
   rmq_commitlog_ref ref = {0};
   rmq_message m;
@@ -1093,7 +1095,7 @@ int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, 
     rmq_remote_request q = {.code = RMQ_REQUEST_COMMIT_OFFSET, .count = queue_id, .offset = offset};
     snprintf(q.group, sizeof q.group, "%s", group);
     snprintf(q.topic, sizeof q.topic, "%s", topic);
-    return rmq_store_ask_owner(s, &q, NULL, err);
+    return ask_owner(s, &q, NULL, err);
   }
   rmq_consumer_offset_manager *m = s->offsets;
   /* A queue appears when the dispatcher reaches its first message. */
@@ -1162,7 +1164,7 @@ int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
   if (s->via_owner) {
     rmq_remote_request q = {.code = RMQ_REQUEST_CLEAN};
     int64_t n = 0;
-    int rc = rmq_store_ask_owner(s, &q, &n, err);
+    int rc = ask_owner(s, &q, &n, err);
     *deleted = (int)n;
     return rc;
   }
@@ -1409,7 +1411,7 @@ int rmq_store_queue_offset_at_time(rmq_store *s, const char *topic, int32_t queu
 
 bool rmq_store_is_follower(rmq_store *s) { return s->via_owner; }
 
-int rmq_store_ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err) {
+static int ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err) {
   rmq_remote_response r;
   int rc = rmq_owner_link_call(s->link, q, &r, err);
   if (rc != RMQ_OK) return rc;
@@ -1591,7 +1593,7 @@ static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err)
   rmq_remote_request q = {.code = RMQ_REQUEST_WAIT_DURABLE,
                           .offset = end_offset,
                           .flags = s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0};
-  return rmq_store_ask_owner(s, &q, NULL, err);
+  return ask_owner(s, &q, NULL, err);
 }
 
 /* -------------------------------------------------- the owner's side of it */

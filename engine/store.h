@@ -75,8 +75,6 @@ int rmq_store_repair_with(const char *dir, rmq_repair_step step, void *ctx, int6
 ** what changes the store goes to that process, the owner.
 */
 bool rmq_store_is_follower(rmq_store *s);
-/* Carry out q in the owner (owner_link.h); *a (may be NULL): the answer's first figure. */
-int rmq_store_ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err);
 /* The replication figures of rmq_stats (role, ha_*). */
 void rmq_store_ha_stats(rmq_store *s, rmq_stats *st);
 /* The master's bound HA address ("ip:port"), NULL without ha_listen (tests ask for port 0). */
