@@ -78,13 +78,22 @@ BENCHES := $(BENCH_SRC:test/bench/%.c=$(BUILD)/bench/%)
 ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 TSAN_FLAGS = -fsanitize=thread
 
-.PHONY: all check test asan tsan torture bench demo install uninstall fuzz fuzz-build format \
-        format-check clean FORCE
+.PHONY: all deps check test asan tsan torture bench demo install uninstall fuzz fuzz-build \
+        format format-check clean FORCE
 .DELETE_ON_ERROR:
 # Keep the objects of the test programs, which only pattern rules name.
 .SECONDARY: $(TESTPROG_OBJ)
 
 all: $(EXTENSION) $(LIBENGINE)
+
+# The Debian packages a target needs, installed (as root) or named in the one
+# command to run, before anything is compiled (test/deps.sh). demo and test
+# ask for more; target-specific, DEPS_LEVEL reaches their prerequisites.
+DEPS_LEVEL = build
+demo: DEPS_LEVEL = demo
+test: DEPS_LEVEL = test
+deps:
+	@test/deps.sh $(DEPS_LEVEL)
 
 # The compile and link commands as last used: objects depend on this file,
 # which is rewritten only when a flag changes (make OPT=-O0 after make).
@@ -94,11 +103,11 @@ $(FLAGS_FILE): FORCE
 	@printf '%s\n' '$(subst ','\'',$(COMPILE) | $(LINK) $(LDLIBS))' > $@.new
 	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
 
-$(BUILD)/obj/%.o: %.c $(FLAGS_FILE)
+$(BUILD)/obj/%.o: %.c $(FLAGS_FILE) | deps
 	@mkdir -p $(@D)
 	$(COMPILE) -c $< -o $@
 
-$(BUILD)/obj/test/%.o: test/%.c $(FLAGS_FILE)
+$(BUILD)/obj/test/%.o: test/%.c $(FLAGS_FILE) | deps
 	@mkdir -p $(@D)
 	$(COMPILE) -Itest/engine -c $< -o $@
 
@@ -145,8 +154,7 @@ torture: all $(TESTS)
 	RMQ_SWEEP_FLIPS=$(TORTURE_SWEEP_FLIPS) RMQ_SWEEP_SECONDS=$(TORTURE_SWEEP_SECONDS) \
 	  test/run.sh $(BUILD) '^corrupt_sweep\.py$$'
 
-test:
-	test/deps.sh
+test: deps
 	$(MAKE) --no-print-directory check
 
 # Interpreters (tclsh, python3) are not instrumented: the sanitizer runtime is
@@ -183,7 +191,7 @@ bench: all $(BENCHES)
 # The README's first command: a fresh store under build/demo-store, the
 # examples of sql/ run in the sqlite3 shell, their output printed.
 DEMO_SQL = quickstart consume consumer_group outbox joins admin broker_store mqadmin delayed retention
-demo: all
+demo: deps all
 	@rm -rf build/demo-store build/delayed-store build/retention-store
 	@for f in $(DEMO_SQL); do \
 	  echo; echo "== sql/$$f.sql"; \

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -293,35 +292,17 @@ static bool wait_fd(rmq_ha_client *c, int fd, short events, int ms, short *reven
   return !atomic_load(&c->stopping);
 }
 
+/* Connected to the first address of the master's name that accepts; false with why. */
 static bool connect_master(rmq_ha_client *c, char *why, size_t cap) {
-  struct sockaddr_storage sa;
-  socklen_t len;
-  char resolve[200];
-  if (rmq_ha_sockaddr(c->master, &sa, &len, resolve, sizeof resolve) != 0) {
-    snprintf(why, cap, "cannot connect to master %s: %s", c->master, resolve);
-    return false;
-  }
-  c->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) {
-    snprintf(why, cap, "socket: %s", strerror(errno));
-    return false;
-  }
-  int one = 1;
-  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(c->fd, (struct sockaddr *)&sa, len) != 0 && errno != EINPROGRESS) {
-    snprintf(why, cap, "cannot connect to master %s: %s", c->master, strerror(errno));
-    return false;
-  }
-  short rev;
-  if (!wait_fd(c, c->fd, POLLOUT, c->housekeeping_ms, &rev)) return false;
-  int e = 0;
-  socklen_t elen = sizeof e;
-  getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &elen);
-  if (!(rev & POLLOUT) || e != 0) {
-    snprintf(why, cap, "cannot connect to master %s: %s", c->master, e ? strerror(e) : "timed out");
-    return false;
-  }
-  return true;
+  struct sockaddr_storage sa[RMQ_HA_MAX_ADDRS];
+  socklen_t lens[RMQ_HA_MAX_ADDRS];
+  char reasons[400];
+  int n = rmq_ha_resolve(c->master, sa, lens, RMQ_HA_MAX_ADDRS, reasons, sizeof reasons);
+  if (n > 0)
+    c->fd = rmq_ha_connect(sa, lens, n, c->stop_fd, c->housekeeping_ms, reasons, sizeof reasons);
+  if (c->fd >= 0) return true;
+  if (reasons[0]) snprintf(why, cap, "cannot connect to master %s: %s", c->master, reasons);
+  return false;
 }
 
 /* Read what is there; false with why when the master closed or failed. */

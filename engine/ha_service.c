@@ -366,7 +366,7 @@ static int listen_on(rmq_ha_service *ha, const char *address, rmq_err *err) {
   struct sockaddr_storage sa;
   socklen_t len;
   char why[200];
-  if (rmq_ha_sockaddr(address, &sa, &len, why, sizeof why) != 0) {
+  if (rmq_ha_resolve(address, &sa, &len, 1, why, sizeof why) < 0) {
     return rmq_err_set(err, RMQ_EIO, "ha_listen: cannot listen on %s: %s", address, why);
   }
   ha->listen_fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 
@@ -38,8 +40,8 @@ int rmq_ha_split_address(const char *address, char *host, size_t cap, int *port)
   return 0;
 }
 
-int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len, char *why,
-                    size_t cap) {
+int rmq_ha_resolve(const char *address, struct sockaddr_storage *out, socklen_t *lens, int max,
+                   char *why, size_t cap) {
   char host[256], port[16];
   int p;
   if (rmq_ha_split_address(address, host, sizeof host, &p) != 0) {
@@ -55,11 +57,66 @@ int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t
     if (why) snprintf(why, cap, "cannot resolve %s: %s", host, gai_strerror(rc));
     return -1;
   }
-  memset(out, 0, sizeof *out);
-  memcpy(out, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
+  int n = 0;
+  for (struct addrinfo *a = res; a && n < max; a = a->ai_next) {
+    if (a->ai_addrlen > sizeof *out) continue;
+    memset(&out[n], 0, sizeof *out);
+    memcpy(&out[n], a->ai_addr, a->ai_addrlen);
+    lens[n++] = a->ai_addrlen;
+  }
   freeaddrinfo(res);
-  return 0;
+  if (n == 0 && why) snprintf(why, cap, "%s has no IPv4 or IPv6 address", host);
+  return n > 0 ? n : -1;
+}
+
+/* A socket connected to sa within timeout_ms, or -1 with the reason in why; -2 when stopped. */
+static int connect_one(const struct sockaddr_storage *sa, socklen_t len, int stop_fd,
+                       int timeout_ms, char *why, size_t cap) {
+  int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(why, cap, "socket: %s", strerror(errno));
+    return -1;
+  }
+  int one = 1, e = 0;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd, (const struct sockaddr *)sa, len) != 0 && errno != EINPROGRESS) {
+    e = errno;
+  } else {
+    struct pollfd pfd[2] = {{.fd = fd, .events = POLLOUT}, {.fd = stop_fd, .events = POLLIN}};
+    poll(pfd, stop_fd >= 0 ? 2 : 1, timeout_ms);
+    if (pfd[1].revents & POLLIN) {
+      close(fd);
+      return -2;
+    }
+    socklen_t elen = sizeof e;
+    if (!(pfd[0].revents & POLLOUT))
+      e = ETIMEDOUT;
+    else
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen);
+  }
+  if (e == 0) return fd;
+  snprintf(why, cap, "%s", strerror(e));
+  close(fd);
+  return -1;
+}
+
+int rmq_ha_connect(const struct sockaddr_storage *addrs, const socklen_t *lens, int n, int stop_fd,
+                   int timeout_ms, char *why, size_t cap) {
+  size_t used = 0;
+  why[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    char addr[RMQ_HA_ADDR], reason[128];
+    int fd = connect_one(&addrs[i], lens[i], stop_fd, timeout_ms, reason, sizeof reason);
+    if (fd >= 0) return fd;
+    if (fd == -2) {
+      why[0] = '\0';
+      return -1;
+    }
+    rmq_ha_format_sockaddr(&addrs[i], addr, sizeof addr);
+    int k = snprintf(why + used, cap - used, "%s%s: %s", i ? "; " : "", addr, reason);
+    if (k > 0) used = (size_t)k >= cap - used ? cap - 1 : used + (size_t)k;
+  }
+  return -1;
 }
 
 void rmq_ha_format_sockaddr(const struct sockaddr_storage *sa, char *buf, size_t cap) {

@@ -47,12 +47,24 @@ static inline void rmq_ha_header_decode(const uint8_t in[RMQ_HA_HEADER_SIZE], in
 ** port is not 0..65535.
 */
 int rmq_ha_split_address(const char *address, char *host, size_t cap, int *port);
+/* The most addresses of one host name a slave tries. */
+#define RMQ_HA_MAX_ADDRS 8
+
 /*
-** The socket address of "host:port" (the first that getaddrinfo gives for a
-** host name). -1 with why (cap bytes, may be NULL) when it cannot be had.
+** The socket addresses of "host:port", up to max in getaddrinfo's order (a
+** host name may have several: localhost is ::1 and 127.0.0.1 on Debian);
+** their count, or -1 with why (cap bytes, may be NULL) when there is none.
 */
-int rmq_ha_sockaddr(const char *address, struct sockaddr_storage *out, socklen_t *len, char *why,
-                    size_t cap);
+int rmq_ha_resolve(const char *address, struct sockaddr_storage *out, socklen_t *lens, int max,
+                   char *why, size_t cap);
+/*
+** A connected non-blocking TCP socket to the first of the n addresses that
+** accepts within timeout_ms each, as a client tries every address of a
+** name. -1 when none does, with each address and its reason in why (cap
+** bytes), or when stop_fd turns readable first (why empty).
+*/
+int rmq_ha_connect(const struct sockaddr_storage *addrs, const socklen_t *lens, int n, int stop_fd,
+                   int timeout_ms, char *why, size_t cap);
 /* "ip:port" of a socket address, into buf (RMQ_HA_ADDR bytes). */
 void rmq_ha_format_sockaddr(const struct sockaddr_storage *sa, char *buf, size_t cap);
 /* Send every byte (MSG_NOSIGNAL) of a blocking or non-blocking socket, waiting up to timeout_ms

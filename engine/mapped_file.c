@@ -140,6 +140,7 @@ int rmq_mapped_file_open(const char *path, int64_t from, int32_t file_size, rmq_
   mf->file_from_offset = from;
   mf->file_size = file_size;
   mf->fd = fd;
+  pthread_mutex_init(&mf->fd_mu, NULL);
   /* A reader reads the mapping only: the mapping outlives the descriptor. */
   if (!writable) rmq_mapped_file_close_fd(mf);
   mf->writable = writable;
@@ -200,25 +201,48 @@ int rmq_mapped_file_window_detach(rmq_mapped_file *mf, rmq_err *err) {
   return RMQ_OK;
 }
 
+/*
+** Closed at once, or by the last fd_put when a flush or a write still uses
+** it: the writer closes a sealed segment's descriptor while the flush
+** service may be forcing it, and a closed number can be reused at once.
+*/
 void rmq_mapped_file_close_fd(rmq_mapped_file *mf) {
-  if (mf->fd >= 0) close(mf->fd);
-  mf->fd = -1;
+  pthread_mutex_lock(&mf->fd_mu);
+  if (mf->fd >= 0 && mf->fd_users > 0) {
+    mf->fd_close_wanted = true;
+  } else if (mf->fd >= 0) {
+    close(mf->fd);
+    mf->fd = -1;
+  }
+  pthread_mutex_unlock(&mf->fd_mu);
 }
 
 /*
 ** The descriptor for a write, fallocate or fsync: the file's own, or one
-** opened for this call when the file keeps none (put it back with fd_put).
+** opened for this call when the file keeps none or is closing it (put it
+** back with fd_put). The file's own never comes back once closed, so an
+** opened one is never mistaken for it.
 */
 static int fd_get(rmq_mapped_file *mf) {
-  return mf->fd >= 0 ? mf->fd : rmq_io_open(mf->path, mf->writable ? O_RDWR : O_RDONLY, 0);
+  pthread_mutex_lock(&mf->fd_mu);
+  int fd = mf->fd >= 0 && !mf->fd_close_wanted ? mf->fd : -1;
+  if (fd >= 0) mf->fd_users++;
+  pthread_mutex_unlock(&mf->fd_mu);
+  return fd >= 0 ? fd : rmq_io_open(mf->path, mf->writable ? O_RDWR : O_RDONLY, 0);
 }
 
 static void fd_put(rmq_mapped_file *mf, int fd) {
-  if (fd >= 0 && fd != mf->fd) {
-    int e = errno; /* the caller may still report the call's errno */
-    close(fd);
-    errno = e;
+  if (fd < 0) return;
+  int e = errno; /* the caller may still report the call's errno */
+  pthread_mutex_lock(&mf->fd_mu);
+  bool own = fd == mf->fd;
+  if (own && --mf->fd_users == 0 && mf->fd_close_wanted) {
+    close(mf->fd);
+    mf->fd = -1;
   }
+  pthread_mutex_unlock(&mf->fd_mu);
+  if (!own) close(fd);
+  errno = e;
 }
 
 /* Unlink the file by its name, unless that name is another file's by now. */
@@ -235,6 +259,7 @@ static void mapped_file_free(rmq_mapped_file *mf) {
   if (atomic_load(&mf->unlink_on_free)) unlink_own(mf);
   mapped_file_return_buffer(mf);
   pthread_mutex_destroy(&mf->flush_mu);
+  pthread_mutex_destroy(&mf->fd_mu);
   free(mf->path);
   free(mf);
 }

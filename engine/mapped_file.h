@@ -42,6 +42,10 @@ typedef struct rmq_mapped_file {
   int64_t file_from_offset;
   int32_t file_size;
   int fd; /* -1 once closed: a call that needs one opens the file for itself */
+  /* fd's users and a close asked for while it had some (fd_get, fd_put). */
+  pthread_mutex_t fd_mu;
+  int fd_users;
+  bool fd_close_wanted;
   bool writable;
   uint8_t *mapped;                /* file_size bytes of the file */
   uint8_t *write_buffer;          /* where bytes from buffer_from are written, or NULL */

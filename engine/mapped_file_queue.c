@@ -261,6 +261,9 @@ static rmq_mapped_file *mfq_create(rmq_mapped_file_queue *q, int64_t from, rmq_e
   pthread_rwlock_wrlock(&q->lock);
   mf->first_in_queue = q->count == 0;
   int rc = mfq_push(q, mf, err);
+  /* As in mfq_load: the segment before the new last one is sealed and gives up its descriptor. */
+  rmq_mapped_file *sealed = rc == RMQ_OK && q->count > 1 ? q->files[q->count - 2] : NULL;
+  if (sealed) rmq_mapped_file_close_fd(sealed);
   pthread_rwlock_unlock(&q->lock);
   if (rc != RMQ_OK) {
     rmq_mapped_file_shutdown(mf, true);

@@ -9,10 +9,11 @@ hands the batch over again at the next start: at-least-once, as RocketMQ.
 (ARGUMENTS: more arguments of the rocketmq table, such as
 commitlog_file_size=65536 for a store made with it) prints each message of
 the queue that GROUP has not consumed, waits for more, and stops at SIGINT
-or SIGTERM. It imports the package sqlite_rocketmq, so it runs with the
+or SIGTERM. A STORE that is not a store is refused (nothing is created). It imports the package sqlite_rocketmq, so it runs with the
 python of the venv the package is installed in (docs/clients.md).
 test/python_package.py runs consume() with a producer beside it.
 """
+import os
 import signal
 import sqlite3
 import sys
@@ -41,6 +42,10 @@ def consume(conn, store, group, topic, queue_id, handle, stop, batch=32, wait_ms
 
 
 def main(store, group, topic, queue_id, arguments=''):
+    # Opening a directory that does not exist would make an empty store and wait on it.
+    if not os.path.isdir(os.path.join(store, 'commitlog')):
+        sys.exit('consumer.py: %s is not a store (no commitlog/ in it): '
+                 'name the directory a producer writes to' % store)
     conn = sqlite3.connect(':memory:', isolation_level=None)
     sqlite_rocketmq.load(conn)
     conn.execute("CREATE VIRTUAL TABLE mq USING rocketmq(dir='%s'%s)"

@@ -240,6 +240,12 @@ def check_command_line(py, env, store):
     check('consumer.py stops at SIGTERM', (p.returncode, rest), (0, ''))
     r = run([py, '-c', COMMITTED, store], env)
     check('consumer.py committed', r.stdout.strip(), '[(109,)]')
+    missing = store + '-missing'
+    r = subprocess.run(cmd[:2] + [missing] + cmd[3:], env=env, capture_output=True, text=True,
+                       timeout=60)
+    check('consumer.py refuses a store that does not exist',
+          (r.returncode, r.stdout, 'is not a store' in r.stderr, os.path.exists(missing)),
+          (1, '', True, False))
 
 
 def main():

@@ -40,6 +40,10 @@
 #
 # Other settings:
 #   RMQ_TIMEOUT   seconds each program may run (default 900)
+#   RMQ_NOFILE    the soft limit of open descriptors each program runs
+#                 under (default 1024, what a Debian login gets), so that a
+#                 machine with a higher limit does not hide a store that
+#                 needs more
 #   RMQ_PRELOAD   a library prepended to LD_PRELOAD for tclsh and python3
 #                 only (a sanitizer runtime: the interpreters are not
 #                 instrumented); ASAN_OPTIONS then also gets detect_leaks=0
@@ -63,6 +67,7 @@ cd "$root" || exit 2
 build=$(cd "$1" 2>/dev/null && pwd) || { echo "run.sh: no build directory $1" >&2; exit 2; }
 filter=${2:-}
 timeout_s=${RMQ_TIMEOUT:-900}
+nofile=${RMQ_NOFILE:-1024}
 logs=$build/test-logs
 mkdir -p "$logs"
 
@@ -129,7 +134,8 @@ for entry in "${programs[@]}"; do
   if [ "${cmd[0]}" = skipped ]; then
     "${cmd[@]}" >"$log"
   else
-    (timeout --kill-after=10 "$timeout_s" "${cmd[@]}"; exit $?) </dev/null >"$log" 2>&1
+    (ulimit -Sn "$nofile" 2>/dev/null; timeout --kill-after=10 "$timeout_s" "${cmd[@]}"; exit $?) \
+      </dev/null >"$log" 2>&1
   fi
   rc=$?
   end=$EPOCHREALTIME

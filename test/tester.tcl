@@ -63,6 +63,21 @@ proc tmpdir {} {
   return $d
 }
 
+# Send signal sig (KILL, STOP, CONT, ...) to the processes pids, by the
+# shell's own kill, so that no package (procps) is needed. A process already
+# gone is an error the caller may catch; a signal that could not be sent at
+# all ends the program at once, as a test waiting on a process it failed to
+# stop would otherwise hang to its time limit.
+proc signal_process {sig args} {
+  if {[catch {exec sh -c {s=$1; shift; kill -s "$s" "$@"} sh $sig {*}[concat {*}$args]} why]} {
+    if {![string match "*No such process*" $why]} {
+      puts "signal_process: cannot send SIG$sig to $args: $why"
+      exit 1
+    }
+    error $why
+  }
+}
+
 proc load_rmq {dbh} {
   $dbh enable_load_extension 1
   set ext $::rmq_ext

@@ -247,17 +247,20 @@ static void test_late_slave(void) {
   char by_name[64];
   snprintf(by_name, sizeof by_name, "localhost%s", m ? strrchr(rmq_store_ha_address(m), ':') : "");
   rmq_store *s = m ? open_slave_flush(sd, by_name, true) : NULL;
-  if (s) {
+  bool caught_up = s && wait_offset(s, max_offset(m), 10000);
+  CHECK(caught_up);
+  if (s && !caught_up) fprintf(stderr, "  slave of %s: %s\n", by_name, rows_of(s).last_error);
+  if (caught_up) {
     int64_t start = max_offset(m) - max_offset(m) % FILE_SIZE;
     CHECK(start > 0);
-    CHECK(wait_offset(s, max_offset(m), 10000));
     CHECK_EQ_INT(min_offset(s), start);
     CHECK_EQ_INT(put_range(m, 500, 700), 0);
     CHECK(wait_offset(s, max_offset(m), 10000));
     check_same_files(md, sd, start, max_offset(m));
     check_queues(m, s);
     check_key(m, s, 699);
-    CHECK(rmq_cq_min_offset(rmq_store_find_queue(s, TOPIC, 0)) > 0);
+    rmq_consume_queue *q0 = rmq_store_find_queue(s, TOPIC, 0);
+    CHECK(q0 && rmq_cq_min_offset(q0) > 0);
     rmq_stats st;
     rmq_err err = {0};
     for (int i = 0; i < 500 && rows_of(m).row.offset < max_offset(m); i++) usleep(10000);
@@ -350,11 +353,41 @@ static void test_empty_queue_file(void) {
   tu_rmrf(dir);
 }
 
+/*
+** A name with several addresses (Debian's localhost is ::1, then
+** 127.0.0.1): the slave tries each in turn, and says why each one failed.
+*/
+static void test_every_address(void) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, len) == 0 && listen(lfd, 4) == 0 &&
+        getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
+  char v6[64], v4[64], why[400];
+  snprintf(v6, sizeof v6, "[::1]:%d", ntohs(sa.sin_port));
+  snprintf(v4, sizeof v4, "127.0.0.1:%d", ntohs(sa.sin_port));
+  struct sockaddr_storage addrs[2];
+  socklen_t lens[2];
+  CHECK_EQ_INT(rmq_ha_resolve(v6, &addrs[0], &lens[0], 1, why, sizeof why), 1);
+  CHECK_EQ_INT(rmq_ha_resolve(v4, &addrs[1], &lens[1], 1, why, sizeof why), 1);
+  int fd = rmq_ha_connect(addrs, lens, 2, -1, 2000, why, sizeof why);
+  CHECK(fd >= 0); /* nothing listens on ::1 at that port */
+  if (fd >= 0) close(fd);
+  close(lfd);
+  fd = rmq_ha_connect(addrs, lens, 2, -1, 2000, why, sizeof why);
+  CHECK(fd < 0);
+  CHECK(strstr(why, ":1]:") && strstr(why, v4) && strchr(why, ';'));
+  if (fd >= 0) close(fd);
+  CHECK_EQ_INT(rmq_ha_resolve("localhost:1", addrs, lens, 2, why, sizeof why) > 0, 1);
+  CHECK_EQ_INT(rmq_ha_resolve("no-such-host.invalid:1", addrs, lens, 2, why, sizeof why), -1);
+  CHECK(strstr(why, "cannot resolve no-such-host.invalid") != NULL);
+}
+
 /* A raw peer: connect to the master, send reports by hand. */
 static int peer_connect(const char *address) {
   struct sockaddr_storage sa;
   socklen_t len;
-  if (rmq_ha_sockaddr(address, &sa, &len, NULL, 0) != 0) return -1;
+  if (rmq_ha_resolve(address, &sa, &len, 1, NULL, 0) < 0) return -1;
   int fd = socket(sa.ss_family, SOCK_STREAM, 0);
   if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) != 0) {
     close(fd);
@@ -1037,6 +1070,7 @@ int main(void) {
   test_config();
   test_async();
   test_late_slave();
+  test_every_address();
   test_sync_master();
   test_master_timers();
   test_slave_timers();

@@ -179,7 +179,7 @@ static void check_queues_equal(const char *dir, const char *scenario) {
 static int connect_to(const char *address) {
   struct sockaddr_storage sa;
   socklen_t len;
-  if (rmq_ha_sockaddr(address, &sa, &len, NULL, 0) != 0) return -1;
+  if (rmq_ha_resolve(address, &sa, &len, 1, NULL, 0) < 0) return -1;
   int fd = socket(sa.ss_family, SOCK_STREAM, 0);
   if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) != 0) {
     close(fd);
