@@ -21,6 +21,8 @@
 #   make bench            build and run test/bench/*: the goals' table first
 #   make bench QUICK=1    only that table, with fewer messages (under a minute)
 #   make demo             the README's first command
+#   make fresh-check      make demo and make test on a fresh minimal Debian 12
+#                         (test/fresh_check.sh: root, debootstrap, Debian's mirror)
 #   make install          the extension, the Tcl package rocketmq, the engine
 #                         library and its headers under $(DESTDIR)$(PREFIX)
 #                         (see below); make uninstall
@@ -78,8 +80,8 @@ BENCHES := $(BENCH_SRC:test/bench/%.c=$(BUILD)/bench/%)
 ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 TSAN_FLAGS = -fsanitize=thread
 
-.PHONY: all deps check test asan tsan torture bench demo install uninstall fuzz fuzz-build \
-        format format-check clean FORCE
+.PHONY: all deps check test asan tsan torture bench demo fresh-check install uninstall fuzz \
+        fuzz-build format format-check clean FORCE
 .DELETE_ON_ERROR:
 # Keep the objects of the test programs, which only pattern rules name.
 .SECONDARY: $(TESTPROG_OBJ)
@@ -197,6 +199,9 @@ demo: deps all
 	  echo; echo "== sql/$$f.sql"; \
 	  sqlite3 -bail :memory: < sql/$$f.sql || exit 1; \
 	done
+
+fresh-check:
+	test/fresh_check.sh
 
 # Installed: the extension as $(LIBDIR)/sqlite3/rocketmq.so (where Debian's
 # SQLite extensions go: `.load /usr/lib/sqlite3/rocketmq`) and, as a symlink to

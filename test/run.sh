@@ -20,7 +20,8 @@
 #                         into BUILD/node and BUILD/oldsqlite when missing.
 #                         Without node a Node test fails saying so; under
 #                         RMQ_PRELOAD (a sanitizer build) it is skipped, 0 tests,
-#                         as node and the shells it builds are not instrumented
+#                         as node and the shells it builds are not instrumented;
+#                         on a Node older than 18 it is skipped, saying so
 # No program takes arguments. Each one gets this environment (absolute paths):
 #   RMQ_EXT     BUILD/rocketmq, the extension without its .so suffix, ready
 #               for load_extension() / .load / conn.load_extension()
@@ -122,6 +123,8 @@ for entry in "${programs[@]}"; do
         cmd=(skipped "skipped: node and its shells cannot load an extension built with sanitizers (RMQ_PRELOAD)")
       elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         cmd=(sh -c 'echo "node and npm are needed for the Node tests (test/deps.sh installs nodejs and npm)"; exit 1')
+      elif ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)'; then
+        cmd=(skipped "skipped: Node $(node --version) is older than 18, the oldest node --test and better-sqlite3 11 support")
       else
         cmd=(node --test --test-reporter=./test/node/reporter.mjs "$path")
       fi

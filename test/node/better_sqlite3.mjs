@@ -5,15 +5,18 @@
 // that reaches only the npm registry cannot download, so it is built from
 // source (node-gyp, a C++ compiler and make; a few minutes on 2 cores)
 // against the headers of the Node that runs it (npm_config_nodedir, so
-// that node-gyp downloads none). 12.x is the last line that supports Node
-// 20; 13.x needs a newer Node.
+// that node-gyp downloads none; Debian's are in libnode-dev, which its npm
+// brings). 12.x is the line for Node 20 and later (13.x needs a newer
+// Node); on Debian 12's Node 18 it is 11.10.0, the last release that
+// builds there.
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-export const VERSION = '12.11.1';
+const nodeMajor = Number(process.versions.node.split('.')[0]);
+export const VERSION = nodeMajor >= 20 ? '12.11.1' : '11.10.0';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 export const buildDir = path.resolve(process.env.RMQ_BUILD || path.join(root, 'build'));
@@ -28,10 +31,6 @@ function nodeHeadersDir() {
 }
 
 function install() {
-  const major = Number(process.versions.node.split('.')[0]);
-  if (major < 20) {
-    throw new Error(`better-sqlite3 ${VERSION} needs Node 20 or later; this is Node ${process.versions.node}`);
-  }
   const env = { ...process.env, npm_config_build_from_source: 'true' };
   const headers = nodeHeadersDir();
   if (headers) env.npm_config_nodedir = headers;
