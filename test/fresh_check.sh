@@ -76,8 +76,8 @@ done
 in_root 'update-ca-certificates' >>"$work/apt.log" 2>&1
 
 git -C "$repo" bundle create "$root/repo.bundle" HEAD >/dev/null 2>&1 || fail "cannot bundle $repo"
-in_root 'useradd -m newcomer && git clone -q /repo.bundle /root/repo &&
-         git clone -q /repo.bundle /home/newcomer/repo && chown -R newcomer: /home/newcomer/repo' ||
+in_root 'useradd -m newcomer && git -c advice.detachedHead=false clone -q /repo.bundle /root/repo &&
+         git -c advice.detachedHead=false clone -q /repo.bundle /home/newcomer/repo && chown -R newcomer: /home/newcomer/repo' ||
   fail "cannot clone the repository into the root"
 
 status=0
