@@ -64,12 +64,14 @@ proc tmpdir {} {
 }
 
 # Send signal sig (KILL, STOP, CONT, ...) to the processes pids, by the
-# shell's own kill, so that no package (procps) is needed. A process already
-# gone is an error the caller may catch; a signal that could not be sent at
-# all ends the program at once, as a test waiting on a process it failed to
-# stop would otherwise hang to its time limit.
+# shell's own kill, so that no package (procps) is needed; without the
+# sanitizer runtime of RMQ_PRELOAD, which the shell dies of under TSan. A
+# process already gone is an error the caller may catch; a signal that
+# could not be sent at all ends the program at once, as a test waiting on a
+# process it failed to stop would otherwise hang to its time limit.
 proc signal_process {sig args} {
-  if {[catch {exec sh -c {s=$1; shift; kill -s "$s" "$@"} sh $sig {*}[concat {*}$args]} why]} {
+  set kill {s=$1; shift; kill -s "$s" "$@"}
+  if {[catch {exec env -u LD_PRELOAD sh -c $kill sh $sig {*}[concat {*}$args]} why]} {
     if {![string match "*No such process*" $why]} {
       puts "signal_process: cannot send SIG$sig to $args: $why"
       exit 1
