@@ -385,7 +385,7 @@ static int32_t prepare_message(rmq_commitlog *cl, rmq_message *m, int i, bool de
   if (m->store_host.v6) m->sys_flag |= RMQ_SYSFLAG_STOREHOST_V6;
   int32_t len = rmq_message_length(m->sys_flag, m->body_len, m->topic_len, m->properties_len,
                                    false);
-  if (len > cl->cfg.max_message_size + 65536) {
+  if (len > cl->cfg.max_message_size + RMQ_RECORD_SLACK) {
     rmq_err_set(err, RMQ_EINVAL,
                 "message %d: record is %d bytes, more than max_message_size + 64 KiB", i, len);
     return -1;

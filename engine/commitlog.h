@@ -36,6 +36,9 @@
 #include "shared_log.h"
 #include "topic_queue_table.h"
 
+/* A record may exceed max_message_size by its topic, properties and fixed fields, up to this. */
+#define RMQ_RECORD_SLACK 65536
+
 typedef struct rmq_commitlog_config {
   int32_t file_size;
   int32_t max_message_size;

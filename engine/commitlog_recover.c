@@ -74,7 +74,7 @@ static void scan_segments(rmq_commitlog *cl, int index, rmq_record_cb cb, void *
 ** zeros. pos itself when only zeros follow.
 */
 static int32_t bytes_end(rmq_commitlog *cl, rmq_mapped_file *mf, int32_t pos) {
-  int64_t gap = (int64_t)cl->cfg.max_message_size + 65536 + RMQ_OS_PAGE_SIZE;
+  int64_t gap = (int64_t)cl->cfg.max_message_size + RMQ_RECORD_SLACK + RMQ_OS_PAGE_SIZE;
   int32_t last = pos;
   for (int32_t i = pos; i < mf->file_size && i - last <= gap; i++) {
     if (mf->mapped[i] != 0) last = i + 1;

@@ -145,7 +145,8 @@ static int inflate_lz4(rmq_codec_ctx *x, const uint8_t *src, size_t len, inflate
     return no_memory(o, err);
   }
   size_t pos = 0, hint = 1;
-  while (hint != 0) {
+  /* Frame after frame, as RocketMQ's decoder reads on (lz4-java's LZ4FrameInputStream). */
+  while (hint != 0 || pos < len) {
     if (o->len == o->cap && !inflated_grow(o)) return inflate_no_room(o, RMQ_CODEC_LZ4, err);
     size_t out = o->cap - o->len, in = len - pos;
     hint = LZ4F_decompress(x->lz4_d, o->buf + o->len, &out, src + pos, &in, NULL);
@@ -169,7 +170,8 @@ static int inflate_zstd(rmq_codec_ctx *x, const uint8_t *src, size_t len, inflat
   }
   ZSTD_inBuffer in = {src, len, 0};
   size_t hint = 1;
-  while (hint != 0) {
+  /* Frame after frame, as RocketMQ's decoder reads on (zstd-jni's ZstdInputStream). */
+  while (hint != 0 || in.pos < in.size) {
     if (o->len == o->cap && !inflated_grow(o)) return inflate_no_room(o, RMQ_CODEC_ZSTD, err);
     ZSTD_outBuffer out = {o->buf, o->cap, o->len};
     hint = ZSTD_decompressStream(x->zstd_d, &out, &in);

@@ -100,3 +100,17 @@ bool rmq_message_waits(const rmq_message *m) {
                                      &n);
   return v == NULL || (n == 4 && strncasecmp(v, "true", 4) == 0);
 }
+
+bool rmq_properties_have_key(const char *props, size_t len, const char *key, size_t key_len) {
+  size_t n;
+  const char *p = rmq_properties_get(props, len, RMQ_PROPERTY_UNIQ_KEY, &n);
+  if (p && n == key_len && memcmp(p, key, n) == 0) return true;
+  p = rmq_properties_get(props, len, RMQ_PROPERTY_KEYS, &n);
+  for (const char *end = p + (p ? n : 0); p && p < end;) {
+    const char *sp = memchr(p, ' ', (size_t)(end - p));
+    const char *tok_end = sp ? sp : end;
+    if ((size_t)(tok_end - p) == key_len && memcmp(p, key, key_len) == 0) return true;
+    p = tok_end + 1;
+  }
+  return false;
+}

@@ -142,6 +142,8 @@ bool rmq_properties_next(rmq_properties_iter *it, const char **name, size_t *nam
 
 /* True if s holds \1 or \2, which no property name or value may contain. */
 bool rmq_properties_has_separator(const char *s, size_t n);
+/* Does the UNIQ_KEY, or one of the space-separated KEYS, of props equal key (IndexService keys)? */
+bool rmq_properties_have_key(const char *props, size_t len, const char *key, size_t key_len);
 /*
 ** Append "name\1value" (with a \2 before it when *len > 0) to buf, for a
 ** name and value known to hold no separator. Returns 0, or -1 if it does
@@ -321,7 +323,7 @@ typedef struct rmq_config {
   int default_queues;            /* 4 */
   char delay_levels[512];        /* "1s 5s ... 2h"; each at most RMQ_MAX_DELAY_MS */
   int file_reserved_hours;       /* 72 */
-  char delete_when[64];          /* "04" */
+  char delete_when[128];         /* "04"; every hour, "00;01;...;23", fits */
   int disk_max_used_ratio;       /* 75: above it, expired segments go at any hour */
   int disk_clean_forcibly_ratio; /* 85: above it, unexpired segments go too */
   int disk_warning_ratio;        /* 90: above it, writes are refused (RMQ_EFULL) */

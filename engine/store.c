@@ -1313,22 +1313,6 @@ int rmq_store_wait_dispatched(rmq_store *s, rmq_err *err) {
   return rmq_reput_wait_for(r, rmq_commitlog_max_offset(&s->commitlog), RMQ_DISPATCH_WAIT_MS, err);
 }
 
-/* Does the record's UNIQ_KEY, or one of its space-separated KEYS, equal key? */
-static bool record_has_key(const rmq_message *m, const char *key, size_t key_len) {
-  size_t n;
-  const char *p = rmq_properties_get(m->properties, (size_t)m->properties_len,
-                                     RMQ_PROPERTY_UNIQ_KEY, &n);
-  if (p && n == key_len && memcmp(p, key, n) == 0) return true;
-  p = rmq_properties_get(m->properties, (size_t)m->properties_len, RMQ_PROPERTY_KEYS, &n);
-  for (const char *end = p + (p ? n : 0); p && p < end;) {
-    const char *sp = memchr(p, ' ', (size_t)(end - p));
-    const char *tok_end = sp ? sp : end;
-    if ((size_t)(tok_end - p) == key_len && memcmp(p, key, key_len) == 0) return true;
-    p = tok_end + 1;
-  }
-  return false;
-}
-
 typedef struct key_lookup {
   rmq_store *s;
   const char *topic, *key;
@@ -1356,7 +1340,7 @@ static rmq_index_verdict record_matches(void *ctx, int64_t phy_offset, int32_t k
   }
   rmq_index_verdict v = RMQ_INDEX_OTHER;
   if ((size_t)m.topic_len == k->topic_len && memcmp(m.topic, k->topic, k->topic_len) == 0 &&
-      record_has_key(&m, k->key, k->key_len)) {
+      rmq_properties_have_key(m.properties, (size_t)m.properties_len, k->key, k->key_len)) {
     /* Outside the window asked for, a record of the key is not counted against max. */
     bool in_time = m.store_timestamp >= k->begin && m.store_timestamp <= k->end;
     v = in_time ? RMQ_INDEX_MATCH : RMQ_INDEX_OTHER;
@@ -1605,11 +1589,19 @@ static int check_records(rmq_store *s, const rmq_remote_request *q, rmq_err *err
   for (int i = 0; i < q->count; i++) {
     rmq_message m;
     rmq_decode_status st = rmq_message_decode(p, left, false, &m);
-    if (st != RMQ_DECODE_OK || m.total_size > s->cfg.max_message_size ||
-        !rmq_topic_valid(m.topic, (size_t)m.topic_len)) {
+    if (st != RMQ_DECODE_OK || !rmq_topic_valid(m.topic, (size_t)m.topic_len)) {
       return rmq_err_set(err, RMQ_EINVAL,
                          "record %d of a put from another process is not valid (%s)", i,
                          rmq_decode_status_name(st));
+    }
+    /* The limits of a local put (rmq_commitlog_put): the body, and the record's slack. */
+    if (m.body_len > s->cfg.max_message_size ||
+        m.total_size > s->cfg.max_message_size + RMQ_RECORD_SLACK) {
+      return rmq_err_set(
+          err, RMQ_EINVAL,
+          "record %d of a put from another process: body of %d bytes (record of %d), "
+          "more than max_message_size (%d bytes)",
+          i, m.body_len, m.total_size, s->cfg.max_message_size);
     }
     p += m.total_size;
     left -= (size_t)m.total_size;

@@ -381,11 +381,16 @@ void rmqx_row_state_free(rmqx_row_state *st) {
 /*
 ** A body of compress_over bytes or more is stored compressed, with SYSFLAG
 ** marking its codec, as a 4.9 producer sends it (DefaultMQProducerImpl.
-** tryToCompressMessage); unlike the producer, only when it gets smaller.
+** tryToCompressMessage); unlike the producer, only when it gets smaller,
+** and never when longer than a read inflates (RMQ_MAX_INFLATED_BODY): such
+** a body is stored as it is, so that it can be read back.
 */
 static int compress_body(row_builder *b, rmq_message *m) {
   const rmq_config *cfg = b->cfg;
-  if (cfg->compress_over <= 0 || m->body_len < cfg->compress_over) return SQLITE_OK;
+  if (cfg->compress_over <= 0 || m->body_len < cfg->compress_over ||
+      m->body_len > RMQ_MAX_INFLATED_BODY) {
+    return SQLITE_OK;
+  }
   uint8_t *z;
   size_t n;
   rmq_err err = {0};

@@ -100,12 +100,31 @@ static int key_lookup(store_cursor *c) {
   return SQLITE_OK;
 }
 
+/*
+** Was the record found for an earlier key of its topic's pairs? A message
+** with keys a and b is one row of `key IN (a, b)`, not two.
+*/
+static bool found_before(store_cursor *c) {
+  if (c->plan != PLAN_KEY) return false;
+  for (int k = 0; k < c->pair % c->inner.n; k++) {
+    sqlite3_value *v = c->inner.v[k];
+    const char *key = (const char *)sqlite3_value_text(v);
+    if (key && rmq_properties_have_key(c->m.properties, (size_t)c->m.properties_len, key,
+                                       (size_t)sqlite3_value_bytes(v))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /* The next record found for the current pair's key, then for the next pair's. */
 static int key_next(store_cursor *c) {
   rmq_commitlog_ref_release(&c->ref);
   for (;;) {
     while (c->ioffset < c->noffsets) {
-      if (load_record(c, c->offsets[c->ioffset++])) return SQLITE_OK;
+      if (!load_record(c, c->offsets[c->ioffset++])) continue;
+      if (!found_before(c)) return SQLITE_OK;
+      rmq_commitlog_ref_release(&c->ref);
     }
     if (++c->pair >= c->topics.n * c->inner.n) break;
     int rc = key_lookup(c);

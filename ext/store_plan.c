@@ -65,6 +65,8 @@ static int constraint_slot(int col, int op) {
     case COL_TAGS: return eq ? S_TAGS : -1;
     case COL_WAIT_MS: return eq ? S_WAIT : -1;
     case COL_STORE_TIMESTAMP:
+      /* = X starts the time search at X as BETWEEN X AND X does; SQLite checks the rest. */
+      if (eq) return S_TS_GE;
       if (r == RMQX_RANGE_GE || r == RMQX_RANGE_GT) return S_TS_GE + r - RMQX_RANGE_GE;
       return r == RMQX_RANGE_LE || r == RMQX_RANGE_LT ? S_TS_LE + r - RMQX_RANGE_LE : -1;
     default: return -1;

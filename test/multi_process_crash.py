@@ -17,7 +17,9 @@ At the end a fresh open of the store must hold:
     before its COMMIT returned may have it either way);
   - in each queue, the queue offsets 0..n-1, each once.
 Settings: RMQ_MP_KILLS (default 6), RMQ_MP_KILL_EVERY (seconds, default 0.4),
-RMQ_MP_SEED. Ends with the counts of test/checks.py.
+RMQ_MP_WRITERS (default 3), RMQ_MP_TARGET ('any', the default, or 'owner':
+the owner is the one killed each time), RMQ_MP_FLUSH ('sync', the default,
+or 'async'), RMQ_MP_SEED. Ends with the counts of test/checks.py.
 """
 import os
 import random
@@ -36,15 +38,19 @@ EXT = os.environ.get('RMQ_EXT') or os.path.join(ROOT, 'build', 'rocketmq')
 KILLS = int(os.environ.get('RMQ_MP_KILLS', '6'))
 KILL_EVERY = float(os.environ.get('RMQ_MP_KILL_EVERY', '0.4'))
 SEED = int(os.environ.get('RMQ_MP_SEED') or random.randrange(1 << 30))
-WRITERS = 3
-ARGS = ("commitlog_file_size=65536, consumequeue_entries=64, index_slots=64, "
-        "index_entries=256, flush='sync'")
+WRITERS = int(os.environ.get('RMQ_MP_WRITERS', '3'))
+TARGET = os.environ.get('RMQ_MP_TARGET', 'any')
+ARGS = os.environ.get('RMQ_MP_ARGS') or (
+    "commitlog_file_size=65536, consumequeue_entries=64, index_slots=64, "
+    "index_entries=256, flush='%s'" % os.environ.get('RMQ_MP_FLUSH', 'sync'))
+TXN_SHARE = float(os.environ.get('RMQ_MP_TXN', '0.5'))
 
 CHECKS = Checks(max_shown=30)
 
 WRITER = r'''
 import random, sqlite3, sys
-ext, store, args, name, seed = sys.argv[1:6]
+ext, store, args, name, seed, txn_share = sys.argv[1:7]
+txn_share = float(txn_share)
 rnd = random.Random(int(seed))
 c = sqlite3.connect(':memory:', isolation_level=None)
 c.enable_load_extension(True)
@@ -54,7 +60,7 @@ print('open', flush=True)
 txn = 0
 while True:
     txn += 1
-    rows = 1 if rnd.random() < 0.5 else rnd.randint(2, 6)
+    rows = 1 if rnd.random() >= txn_share else rnd.randint(2, 6)
     key = '%s-%d' % (name, txn)
     try:
         if rows > 1:
@@ -100,7 +106,7 @@ while True:
 def start(store, name, seed):
     """A writer, or the reader when name starts with 'reader'."""
     argv = ([sys.executable, '-c', READER, EXT, store] if name.startswith('reader') else
-            [sys.executable, '-c', WRITER, EXT, store, ARGS, name, str(seed)])
+            [sys.executable, '-c', WRITER, EXT, store, ARGS, name, str(seed), str(TXN_SHARE)])
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = p.stdout.readline().strip()
     if line != 'open':
@@ -165,8 +171,15 @@ def main():
     acked, errors, reads, kills_of_owner = {}, [], [0, []], 0
     for k in range(KILLS):
         time.sleep(KILL_EVERY * (0.5 + rnd.random()))
+        owner = owner_pid(store)
         victim = rnd.randrange(len(procs))
-        kills_of_owner += procs[victim].pid == owner_pid(store)
+        for _ in range(100 if TARGET == 'owner' else 0):  # until a live process took over
+            if owner in [p.pid for p in procs]:
+                victim = [p.pid for p in procs].index(owner)
+                break
+            time.sleep(0.01)
+            owner = owner_pid(store)
+        kills_of_owner += procs[victim].pid == owner
         procs[victim].send_signal(signal.SIGKILL)
         collect(procs[victim], acked, errors, reads)
         name = 'reader%d' % (k + 1) if victim == WRITERS else 'r%d' % k

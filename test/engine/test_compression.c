@@ -100,6 +100,41 @@ static void test_zlib_stream(void) {
   free(z);
 }
 
+/* Two LZ4 or zstd frames one after the other inflate to both, as RocketMQ's decoders read them. */
+static void test_concatenated_frames(void) {
+  static const rmq_codec framed[] = {RMQ_CODEC_LZ4, RMQ_CODEC_ZSTD};
+  for (size_t c = 0; c < 2; c++) {
+    uint8_t *a = sample(5000, false), *b = sample(70000, true), *za, *zb, *out;
+    size_t na, nb, on;
+    rmq_err err = {0};
+    CHECK_EQ_INT(rmq_compress(NULL, framed[c], 1, a, 5000, &za, &na, &err), RMQ_OK);
+    CHECK_EQ_INT(rmq_compress(NULL, framed[c], 1, b, 70000, &zb, &nb, &err), RMQ_OK);
+    uint8_t *both = malloc(na + nb), *plain = malloc(75000);
+    memcpy(both, za, na);
+    memcpy(both + na, zb, nb);
+    memcpy(plain, a, 5000);
+    memcpy(plain + 5000, b, 70000);
+    CHECK_EQ_INT(
+        rmq_decompress(NULL, framed[c], both, na + nb, RMQ_MAX_INFLATED_BODY, &out, &on, &err),
+        RMQ_OK);
+    CHECK_EQ_INT(on, 75000);
+    if (on == 75000) CHECK_EQ_MEM(out, plain, on);
+    free(out);
+    /* The second frame cut short is damage, not the first frame alone. */
+    out = NULL;
+    CHECK_EQ_INT(
+        rmq_decompress(NULL, framed[c], both, na + nb - 3, RMQ_MAX_INFLATED_BODY, &out, &on, &err),
+        RMQ_ECORRUPT);
+    free(out);
+    free(a);
+    free(b);
+    free(za);
+    free(zb);
+    free(both);
+    free(plain);
+  }
+}
+
 /* A damaged, cut or foreign stream is RMQ_ECORRUPT naming the codec. */
 static void test_damage(void) {
   rmq_codec_ctx *x = rmq_codec_ctx_new();
@@ -171,6 +206,7 @@ int main(void) {
   test_sys_flag();
   test_round_trips();
   test_zlib_stream();
+  test_concatenated_frames();
   test_damage();
   test_bomb();
   return check_report();
