@@ -76,7 +76,8 @@ typedef enum setting_kind {
   SET_FLUSH,
   SET_TEXT,
   SET_HOST,
-  SET_ROLE
+  SET_ROLE,
+  SET_CODEC
 } setting_kind;
 
 typedef struct setting {
@@ -123,6 +124,10 @@ static const setting settings[] = {
     SETTING(ha_slave_timeout_ms, SET_INT),
     SETTING(ha_heartbeat_ms, SET_INT),
     SETTING(ha_housekeeping_ms, SET_INT),
+    /* INSERT compresses with the engine's settings: a second table cannot ask for others. */
+    SETTING(compress_over, SET_INT),
+    SETTING(compress_type, SET_CODEC),
+    SETTING(compress_level, SET_INT),
 };
 
 /* The setting's value in cfg, as an argument would give it. */
@@ -134,6 +139,7 @@ static void format_setting(const setting *k, const rmq_config *cfg, char *out, s
     case SET_FLUSH: snprintf(out, cap, "'%s'", *(const bool *)p ? "sync" : "async"); return;
     case SET_TEXT: snprintf(out, cap, "'%s'", p); return;
     case SET_ROLE: snprintf(out, cap, "'%s'", rmq_role_name(*(const rmq_role *)p)); return;
+    case SET_CODEC: snprintf(out, cap, "'%s'", rmq_codec_name(*(const rmq_codec *)p)); return;
     case SET_HOST: {
       char host[64];
       rmq_host_format((const rmq_host *)p, host, sizeof host);
