@@ -415,6 +415,8 @@ rmq_store *rmq_store_find(const char *dir);
 /* Drop a reference taken by acquire or find; the last one closes the store. */
 void rmq_store_release(rmq_store *s);
 
+/* RMQ_EINVAL when this process is a child forked since s was opened, which cannot use it. */
+int rmq_store_check_process(rmq_store *s, rmq_err *err);
 const rmq_config *rmq_store_config(rmq_store *s);
 const char *rmq_store_dir(rmq_store *s);
 /* One sentence on how the last open recovered the store (and what it moved aside). */

@@ -60,6 +60,7 @@
 
 struct rmq_store {
   char *dir;
+  pid_t pid;           /* the process that opened it: its threads run only there */
   rmq_config cfg;      /* readonly set when via_owner: this process's view of the files */
   rmq_config user_cfg; /* what the opener asked for (rmq_store_config) */
   int lock_fd;
@@ -693,6 +694,7 @@ static int store_open_once(const char *dir, const rmq_config *cfg, bool may_foll
     return rmq_err_set(err, RMQ_ENOMEM, "out of memory");
   }
   s->cfg = s->user_cfg = *cfg;
+  s->pid = getpid();
   s->lock_fd = -1;
   s->checkpoint.fd = -1;
   rmq_retired_init(&s->retired);
@@ -1024,6 +1026,16 @@ int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
   if (rc == RMQ_OK) rc = rmq_cq_flush_all(s->cq_flush, err);
   if (rc == RMQ_OK) rc = rmq_tcm_sync(s->topics, err);
   return rc;
+}
+
+int rmq_store_check_process(rmq_store *s, rmq_err *err) {
+  if (s->pid == getpid()) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EINVAL,
+                     "store %s was opened by process %d, and this process (%d) is a child forked "
+                     "from it: a forked child cannot use its parent's connection to a store "
+                     "(its engine's threads run only in the parent); open a new connection in "
+                     "the child",
+                     s->dir, (int)s->pid, (int)getpid());
 }
 
 const rmq_config *rmq_store_config(rmq_store *s) { return &s->user_cfg; }

@@ -66,8 +66,11 @@ typedef struct store_vtab {
 ** here rather than in vtab_store.c, which calls the files that need it.
 */
 static inline int store_ready(store_vtab *vt) {
-  if (vt->batch) return SQLITE_OK;
   rmq_err err = {0};
+  if (vt->store && rmq_store_check_process(vt->store, &err) != RMQ_OK) {
+    return rmqx_vtab_error(&vt->base, "%s", err.msg);
+  }
+  if (vt->batch) return SQLITE_OK;
   if (!vt->store && rmq_store_acquire(vt->dir, &vt->cfg, &vt->store, &err) != RMQ_OK) {
     return rmqx_vtab_error(&vt->base, "%s", err.msg);
   }

@@ -9,7 +9,8 @@ a third process, or a broker, never runs the services beside the owner:
   bind      the store reached through a bind mount (root only; skipped otherwise)
   rename    the directory renamed while open, then opened by its new name
   recreate  the directory removed and made again while open
-  fork      a forked child opens a new connection (and the parent can close and
+  fork      a forked child cannot use the connection it inherited (an error
+            that says so) and opens a new one (and the parent can close and
             reopen while the child lives: the child does not keep the lock)
   copies    two copies of rocketmq.so in one process
   java      the POSIX lock on byte 0 of `lock` that a Java broker takes
@@ -169,11 +170,19 @@ def case_fork(tmp):
     if pid == 0:
         os.close(ready_r)
         os.close(go_w)
+        # The connection it inherited is refused, by name, rather than half working.
+        refused = []
+        for sql in ("INSERT INTO mq(topic, body) VALUES ('T', 'lost')", 'SELECT count(*) FROM mq'):
+            try:
+                a.execute(sql).fetchall()
+                refused.append('accepted: ' + sql)
+            except sqlite3.Error as e:
+                refused.append("forked child cannot use its parent's connection" in str(e) or str(e))
         b = try_connect(store)
-        ok = isinstance(b, sqlite3.Connection) and put(b, 'child') > 0
+        ok = isinstance(b, sqlite3.Connection) and put(b, 'child') > 0 and refused == [True, True]
         if ok:
             b.close()
-        os.write(ready_w, b'1' if ok else ('child got: %r' % (b,)).encode())
+        os.write(ready_w, b'1' if ok else ('child got: %r %r' % (b, refused)).encode())
         os.read(go_r, 1)
         os._exit(0)
     os.close(ready_w)
