@@ -57,8 +57,14 @@ static int take(rmq_remoting_client *c, const char *name, rmq_err *err) {
   struct sockaddr_un addr;
   socklen_t len = rmq_remoting_address(name, &addr);
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, len) == 0) return fd;
-  rmq_err_set(err, RMQ_ENOTFOUND, "no owner listens on @%s: %s", name, strerror(errno));
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, len) == 0) {
+    if (rmq_remoting_peer_allowed(fd)) return fd;
+    /* Another user's process holds the name: as good as no owner, and never sent a byte. */
+    rmq_err_set(err, RMQ_ENOTFOUND,
+                "no owner listens on @%s: a process of another user holds the name", name);
+  } else {
+    rmq_err_set(err, RMQ_ENOTFOUND, "no owner listens on @%s: %s", name, strerror(errno));
+  }
   if (fd >= 0) close(fd);
   return -1;
 }

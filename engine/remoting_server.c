@@ -100,12 +100,7 @@ static void add_connection(rmq_remoting_server *srv, int fd) {
   }
 }
 
-/*
-** An abstract socket has no file permissions: any local process can reach
-** it. Only processes of this user (or root), which could write the store's
-** files themselves, may send it requests.
-*/
-static bool peer_allowed(int fd) {
+bool rmq_remoting_peer_allowed(int fd) {
   struct ucred cred;
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
@@ -116,7 +111,7 @@ static void *accept_loop(void *arg) {
   rmq_remoting_server *srv = arg;
   for (;;) {
     int fd = accept4(srv->fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0 && !peer_allowed(fd)) {
+    if (fd >= 0 && !rmq_remoting_peer_allowed(fd)) {
       close(fd);
       continue;
     }

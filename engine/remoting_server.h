@@ -37,6 +37,13 @@ void rmq_remoting_server_stop(rmq_remoting_server *srv);
 ** and connections end when the parent closes them.
 */
 void rmq_remoting_server_drop_inherited(rmq_remoting_server *srv);
+/*
+** An abstract socket has no file permissions: any local process can reach
+** it, or bind a name first. The peer on fd is trusted only when it runs as
+** this user (or root), which could write the store's files itself: the
+** owner serves only such peers, and a follower talks only to such an owner.
+*/
+bool rmq_remoting_peer_allowed(int fd);
 /* Abstract socket address of name; its length for bind/connect. */
 socklen_t rmq_remoting_address(const char *name, struct sockaddr_un *addr);
 

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1720,11 +1721,18 @@ static int start_server(rmq_store *s, rmq_err *err) {
   if (stat(s->dir, &st) != 0) {
     return rmq_err_set(err, RMQ_EIO, "cannot stat %s: %s", s->dir, strerror(errno));
   }
-  /* Unique to this open: a forked child may still hold an earlier listener's name. */
-  static _Atomic unsigned opens;
-  snprintf(s->socket, sizeof s->socket, "sqlite-rocketmq/%llx/%llx/%d/%u",
+  /*
+  ** Unique to this open (a forked child may still hold an earlier listener's
+  ** name), and unpredictable: another user cannot bind it first.
+  */
+  uint64_t nonce = 0;
+  if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
+    return rmq_err_set(err, RMQ_EIO, "cannot name the owner's socket: getrandom: %s",
+                       strerror(errno));
+  }
+  snprintf(s->socket, sizeof s->socket, "sqlite-rocketmq/%llx/%llx/%d/%016llx",
            (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (int)getpid(),
-           atomic_fetch_add(&opens, 1));
+           (unsigned long long)nonce);
   return rmq_remoting_server_start(s->socket, serve_request, s, &s->server, err);
 }
 

@@ -1,14 +1,21 @@
 /*
-** test_owner_put.c: what the owner appends for another process (a PUT on
-** its socket) meets the checks of a local put, no more and no less.
+** test_owner_put.c: the owner's socket. What the owner appends for another
+** process (a PUT on its socket) meets the checks of a local put, no more and
+** no less; a follower sends nothing to a listener of another user.
 */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "remoting_client.h"
 #include "remoting_command.h"
+#include "remoting_server.h"
 #include "shared_state.h"
 #include "testutil.h"
 
@@ -71,7 +78,57 @@ static void test_body_limit(void) {
   tu_rmrf(dir);
 }
 
+/*
+** A process of another user (nobody) that binds the owner's name first, or
+** after the owner died, is treated as no owner: the request never reaches
+** it. Needs root, to run the squatter as nobody.
+*/
+static void test_squatter(void) {
+  if (geteuid() != 0) {
+    printf("test_squatter skipped: needs root to run a process as another user\n");
+    return;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "sqlite-rocketmq-test/squat/%d", (int)getpid());
+  int ready[2];
+  CHECK_EQ_INT(pipe(ready), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sockaddr_un addr;
+    socklen_t len = rmq_remoting_address(name, &addr);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (setgid(65534) != 0 || setuid(65534) != 0 || bind(fd, (struct sockaddr *)&addr, len) != 0 ||
+        listen(fd, 4) != 0) {
+      _exit(1);
+    }
+    (void)!write(ready[1], "r", 1);
+    for (;;) {
+      int c = accept(fd, NULL, NULL);
+      char buf[4096];
+      /* It reads what it is sent, and reports it through its exit status. */
+      if (c >= 0 && read(c, buf, sizeof buf) > 0) _exit(2);
+    }
+  }
+  char r;
+  CHECK_EQ_INT(read(ready[0], &r, 1), 1);
+  rmq_remote_request q = {.code = RMQ_REQUEST_FLUSH};
+  rmq_remote_response resp = {0};
+  rmq_err err = {0};
+  rmq_remoting_client *c = rmq_remoting_client_new();
+  CHECK_EQ_INT(rmq_remoting_client_call(c, name, &q, &resp, &err), RMQ_ENOTFOUND);
+  CHECK(strstr(err.msg, "a process of another user holds the name") != NULL);
+  rmq_remoting_client_free(c);
+  usleep(100000);
+  int status = 0;
+  CHECK_EQ_INT(waitpid(pid, &status, WNOHANG), 0); /* still waiting: nothing was sent */
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
 int main(void) {
   test_body_limit();
+  test_squatter();
   return check_report();
 }
