@@ -161,6 +161,8 @@ int32_t rmq_index_key_hash(const char *topic, size_t topic_len, const char *key,
 
 /* RocketMQ's topic rule: 1..127 bytes of [A-Za-z0-9_%|-]. */
 bool rmq_topic_valid(const char *topic, size_t len);
+/* A system topic (RocketMQ's TopicValidator) that only the broker writes: SCHEDULE_TOPIC_XXXX, ... */
+bool rmq_topic_system(const char *topic, size_t len);
 /* RocketMQ's group rule (Validators.checkGroup): 1..255 bytes of the same characters. */
 #define RMQ_MAX_GROUP_LEN 255
 bool rmq_group_valid(const char *group, size_t len);

@@ -1595,18 +1595,39 @@ static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err)
 
 /* -------------------------------------------------- the owner's side of it */
 
+/*
+** Where a follower's record goes is one an INSERT may name: a queue id of 0
+** or more, of a topic that is not a system topic, or SCHEDULE_TOPIC_XXXX at
+** a queue of a delay level (the follower rewrote a delayed message).
+*/
+static int check_record_queue(rmq_store *s, int i, const rmq_message *m, rmq_err *err) {
+  bool schedule = (size_t)m->topic_len == strlen(RMQ_SCHEDULE_TOPIC) &&
+                  memcmp(m->topic, RMQ_SCHEDULE_TOPIC, (size_t)m->topic_len) == 0;
+  bool ok = m->queue_id >= 0 && (schedule ? m->queue_id < s->commitlog.cfg.delay_level_count
+                                          : !rmq_topic_system(m->topic, (size_t)m->topic_len));
+  if (ok) return RMQ_OK;
+  return rmq_err_set(err, RMQ_EINVAL,
+                     "record %d of a put from another process names queue %d of topic %.*s, "
+                     "which no INSERT may write",
+                     i, m->queue_id, (int)m->topic_len, m->topic);
+}
+
 /* A follower's records: whole, valid, count of them, nothing after. */
 static int check_records(rmq_store *s, const rmq_remote_request *q, rmq_err *err) {
   const uint8_t *p = q->body;
   size_t left = q->body_len;
+  int rc;
   for (int i = 0; i < q->count; i++) {
     rmq_message m;
-    rmq_decode_status st = rmq_message_decode(p, left, false, &m);
+    /* Its body CRC too: recovery would cut a record that fails it, and what follows. */
+    rmq_decode_status st = rmq_message_decode(p, left, true, &m);
     if (st != RMQ_DECODE_OK || !rmq_topic_valid(m.topic, (size_t)m.topic_len)) {
       return rmq_err_set(err, RMQ_EINVAL,
                          "record %d of a put from another process is not valid (%s)", i,
                          rmq_decode_status_name(st));
     }
+    rc = check_record_queue(s, i, &m, err);
+    if (rc != RMQ_OK) return rc;
     /* The limits of a local put (rmq_commitlog_put): the body, and the record's slack. */
     if (m.body_len > s->cfg.max_message_size ||
         m.total_size > s->cfg.max_message_size + RMQ_RECORD_SLACK) {

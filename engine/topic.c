@@ -4,6 +4,8 @@
 */
 #include "rmq.h"
 
+#include <string.h>
+
 #include "message.h"
 
 /* VALID_PATTERN_STR "^[%|a-zA-Z0-9_-]+$", up to max bytes. */
@@ -24,4 +26,21 @@ bool rmq_topic_valid(const char *topic, size_t len) {
 
 bool rmq_group_valid(const char *group, size_t len) {
   return name_valid(group, len, RMQ_MAX_GROUP_LEN);
+}
+
+/* System topics (RocketMQ's TopicValidator) that only the broker writes. */
+bool rmq_topic_system(const char *t, size_t n) {
+  static const struct {
+    const char *name;
+    size_t len;
+  } names[] = {{"SCHEDULE_TOPIC_XXXX", 19},
+               {"TBW102", 6},
+               {"SELF_TEST_TOPIC", 15},
+               {"OFFSET_MOVED_EVENT", 18},
+               {"TRANS_CHECK_MAX_TIME_TOPIC", 26},
+               {"BenchmarkTest", 13}};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    if (n == names[i].len && memcmp(t, names[i].name, n) == 0) return true;
+  }
+  return n >= 8 && (memcmp(t, "RMQ_SYS_", 8) == 0 || memcmp(t, "rmq_sys_", 8) == 0);
 }

@@ -67,23 +67,6 @@ static const struct {
     {"REAL_QID", "the store (delayed messages)"},
 };
 
-/* System topics (RocketMQ's TopicValidator) that only the broker writes. */
-static bool system_topic(const char *t, size_t n) {
-  static const struct {
-    const char *name;
-    size_t len;
-  } names[] = {{"SCHEDULE_TOPIC_XXXX", 19},
-               {"TBW102", 6},
-               {"SELF_TEST_TOPIC", 15},
-               {"OFFSET_MOVED_EVENT", 18},
-               {"TRANS_CHECK_MAX_TIME_TOPIC", 26},
-               {"BenchmarkTest", 13}};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    if (n == names[i].len && memcmp(t, names[i].name, n) == 0) return true;
-  }
-  return n >= 8 && (memcmp(t, "RMQ_SYS_", 8) == 0 || memcmp(t, "rmq_sys_", 8) == 0);
-}
-
 /* One row being checked: its message is built in out. */
 typedef struct row_builder {
   rmqx_row_state *st;
@@ -236,7 +219,7 @@ static int check_topic(row_builder *b, sqlite3_value *v) {
   b->out->topic[n] = '\0';
   b->topic_len = n;
   if (same) return SQLITE_OK;
-  if (system_topic(b->out->topic, n)) {
+  if (rmq_topic_system(b->out->topic, n)) {
     return rmqx_errmsg(b->errmsg, SQLITE_CONSTRAINT,
                        "topic '%s' is a system topic and cannot be written", b->out->topic);
   }

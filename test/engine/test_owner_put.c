@@ -21,30 +21,43 @@
 
 #define MAX_SIZE 100000
 
-/* Send one record of a body_len-byte body as a PUT to the store's owner; its answer in r. */
-static int put_remote(const char *dir, int body_len, rmq_remote_response *r) {
+/* The name of the socket the store's owner listens on. */
+static void owner_socket(const char *dir, char *name, size_t cap) {
   rmq_shared_state *page = NULL;
   rmq_err err = {0};
+  name[0] = '\0';
   CHECK_EQ_INT(rmq_shared_state_open(dir, &page, &err), RMQ_OK);
-  if (!page) return -1;
-  char name[RMQ_REMOTE_NAME_MAX];
-  rmq_shared_state_socket(page, name, sizeof name);
+  if (page) rmq_shared_state_socket(page, name, cap);
   rmq_shared_state_close(page);
-  uint8_t *body = calloc(1, (size_t)body_len);
-  tu_msg t;
-  rmq_message *m = tu_message(&t, "Big", 0, body, body_len, "KEYS=k");
-  size_t cap = (size_t)body_len + 4096;
+}
+
+/* Send m, encoded (its body CRC spoiled when bad_crc), as a PUT to the store's owner. */
+static int put_message(const char *dir, rmq_message *m, bool bad_crc, rmq_remote_response *r) {
+  char name[RMQ_REMOTE_NAME_MAX];
+  owner_socket(dir, name, sizeof name);
+  m->body_crc = rmq_body_crc(m->body, (size_t)m->body_len);
+  size_t cap = (size_t)m->body_len + 4096;
   uint8_t *rec = malloc(cap);
   int32_t n = rmq_message_encode(m, rec, cap);
+  if (bad_crc) rec[RMQ_POS_BODY_CRC] ^= 1;
   rmq_span span = {rec, (size_t)n};
   rmq_remote_request q = {.code = RMQ_REQUEST_PUT, .count = 1, .spans = &span, .nspans = 1};
   rmq_remoting_client *c = rmq_remoting_client_new();
+  rmq_err err = {0};
   int rc = rmq_remoting_client_call(c, name, &q, r, &err);
   if (rc != RMQ_OK) fprintf(stderr, "  call: %s\n", err.msg);
   rmq_remoting_client_free(c);
   free(r->results);
   free(r->body);
   free(rec);
+  return rc;
+}
+
+/* Send one record of a body_len-byte body as a PUT to the store's owner; its answer in r. */
+static int put_remote(const char *dir, int body_len, rmq_remote_response *r) {
+  uint8_t *body = calloc(1, (size_t)body_len);
+  tu_msg t;
+  int rc = put_message(dir, tu_message(&t, "Big", 0, body, body_len, "KEYS=k"), false, r);
   free(body);
   return rc;
 }
@@ -127,8 +140,49 @@ static void test_squatter(void) {
   close(ready[1]);
 }
 
+/*
+** What an INSERT refuses the owner refuses from another process: a negative
+** queue id, a system topic, SCHEDULE_TOPIC_XXXX past the delay levels, a
+** body that fails its CRC. The store then opens again as it was.
+*/
+static void test_refused(void) {
+  char dir[64];
+  tu_tmpdir(dir, sizeof dir);
+  rmq_config cfg;
+  tu_small_config(&cfg, 1 << 20);
+  rmq_store *s = tu_open(dir, &cfg);
+  struct {
+    const char *topic;
+    int queue_id;
+    bool bad_crc;
+    const char *why;
+  } cases[] = {
+      {"T", -1, false, "names queue -1 of topic T"},
+      {"TBW102", 0, false, "names queue 0 of topic TBW102"},
+      {"RMQ_SYS_TRACE_TOPIC", 0, false, "of topic RMQ_SYS_TRACE_TOPIC"},
+      {"SCHEDULE_TOPIC_XXXX", 5000, false, "names queue 5000 of topic SCHEDULE_TOPIC_XXXX"},
+      {"T", 0, true, "is not valid (BAD_CRC)"},
+  };
+  for (size_t i = 0; s && i < sizeof cases / sizeof *cases; i++) {
+    tu_msg t;
+    rmq_remote_response r = {0};
+    rmq_message *m = tu_message(&t, cases[i].topic, cases[i].queue_id, "body", 4, NULL);
+    CHECK_EQ_INT(put_message(dir, m, cases[i].bad_crc, &r), RMQ_OK);
+    CHECK_EQ_INT(r.rc, RMQ_EINVAL);
+    CHECK(strstr(r.msg, cases[i].why) != NULL);
+    if (!strstr(r.msg, cases[i].why)) fprintf(stderr, "  case %zu: %s\n", i, r.msg);
+  }
+  int64_t end = s ? rmq_commitlog_max_offset(rmq_store_commitlog(s)) : -1;
+  CHECK_EQ_INT(end, 0);
+  rmq_store_close(s);
+  s = tu_open(dir, &cfg);
+  rmq_store_close(s);
+  tu_rmrf(dir);
+}
+
 int main(void) {
   test_body_limit();
+  test_refused();
   test_squatter();
   return check_report();
 }
