@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "remoting_server.h"
@@ -77,21 +79,34 @@ static void give(rmq_remoting_client *c, const char *name, int fd) {
   if (!keep) close(fd);
 }
 
+/* The request's bound on both directions of fd (0: none): a stopped owner ends the call. */
+static void set_timeout(int fd, int32_t ms) {
+  struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
 int rmq_remoting_client_call(rmq_remoting_client *c, const char *name, const rmq_remote_request *q,
                              rmq_remote_response *r, rmq_err *err) {
   int fd = take(c, name, err);
   if (fd < 0) return RMQ_ENOTFOUND;
+  set_timeout(fd, q->timeout_ms);
   rmq_err why = {0};
-  if (rmq_remote_send_request(fd, q, &why) != RMQ_OK) {
-    close(fd);
-    /* A request the owner did not have whole is one it never acted on. */
-    return rmq_err_set(err, RMQ_ENOTFOUND, "%s", why.msg);
+  int rc = rmq_remote_send_request(fd, q, &why);
+  if (rc != RMQ_OK && rc != RMQ_ETIMEOUT) {
+    rc = RMQ_ENOTFOUND; /* a request the owner did not have whole is one it never acted on */
+  } else if (rc == RMQ_OK) {
+    rc = rmq_remote_read_response(fd, r, &why);
+    if (rc != RMQ_OK && rc != RMQ_ETIMEOUT) rc = RMQ_EIO;
   }
-  int rc = rmq_remote_read_response(fd, r, &why);
-  if (rc != RMQ_OK) {
-    close(fd);
-    return rmq_err_set(err, RMQ_EIO, "%s", why.msg);
+  if (rc != RMQ_OK) close(fd);
+  if (rc == RMQ_ETIMEOUT) {
+    return rmq_err_set(err, RMQ_ETIMEOUT,
+                       "the store's owner did not answer within %d ms (it may be stopped); "
+                       "the request may or may not have been carried out",
+                       q->timeout_ms);
   }
+  if (rc != RMQ_OK) return rmq_err_set(err, rc, "%s", why.msg);
   give(c, name, fd);
   return RMQ_OK;
 }

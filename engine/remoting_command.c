@@ -40,6 +40,9 @@ static int send_all(int fd, struct iovec *iov, int n, rmq_err *err) {
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n < IOV_MAX ? n : IOV_MAX)};
     ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return rmq_err_set(err, RMQ_ETIMEOUT, "the peer took nothing in time");
+    }
     if (w < 0)
       return rmq_err_set(err, RMQ_EIO, "cannot send to the store's owner: %s", strerror(errno));
     size_t left = (size_t)w;
@@ -57,6 +60,10 @@ static int recv_all(int fd, void *buf, size_t len, bool first, rmq_err *err) {
   for (size_t got = 0; got < len;) {
     ssize_t r = recv(fd, (char *)buf + got, len - got, 0);
     if (r < 0 && errno == EINTR) continue;
+    /* SO_RCVTIMEO ran out (the sender's timeout_ms). */
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return rmq_err_set(err, RMQ_ETIMEOUT, "no answer in time");
+    }
     if (r == 0 && got == 0 && first) return rmq_err_set(err, RMQ_ENOTFOUND, "the peer closed");
     if (r <= 0) {
       return rmq_err_set(err, RMQ_EIO, "the peer went away mid-frame: %s",

@@ -54,6 +54,7 @@ typedef struct rmq_remote_request {
   int nspans;
   const uint8_t *body; /* received: the records, whole */
   size_t body_len;
+  int32_t timeout_ms; /* sending: how long the sender waits for the answer; 0: no limit */
 } rmq_remote_request;
 
 /* What a PUT's response says of each record, when asked. */

@@ -880,6 +880,15 @@ typedef struct put_args {
 static int follower_put(rmq_store *s, const put_args *a, rmq_err *err);
 /* Carry out q in the owner (owner_link.h); *a (may be NULL): the answer's first figure. */
 static int ask_owner(rmq_store *s, const rmq_remote_request *q, int64_t *a, rmq_err *err);
+
+/* Beyond the owner's own waits (its flush, a slave's ack), what an answer may take. */
+#define OWNER_ANSWER_SLACK_MS 5000
+
+/* How long a request waits for the owner's answer, so that a stopped owner stops no one for long. */
+static int32_t owner_answer_ms(const rmq_store *s) {
+  return s->user_cfg.sync_flush_timeout_ms + s->user_cfg.ha_slave_timeout_ms +
+         OWNER_ANSWER_SLACK_MS;
+}
 static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err);
 
 int rmq_store_wait_flushed(rmq_store *s, int64_t end_offset, rmq_err *err) {
@@ -1015,7 +1024,7 @@ int64_t rmq_store_put_latency_ns(rmq_store *s, double quantile) {
 
 int rmq_store_flush(rmq_store *s, int64_t *flushed_offset, rmq_err *err) {
   if (s->via_owner) {
-    rmq_remote_request q = {.code = RMQ_REQUEST_FLUSH};
+    rmq_remote_request q = {.code = RMQ_REQUEST_FLUSH, .timeout_ms = owner_answer_ms(s)};
     return ask_owner(s, &q, flushed_offset, err);
   }
   if (!s->flush) {
@@ -1064,7 +1073,9 @@ int rmq_store_send_back(rmq_store *s, const char *group, int64_t commitlog_offse
   int rc = rmq_send_back_check_group(group, err);
   if (rc != RMQ_OK) return rc;
   if (rmq_store_is_follower(s)) {
-    rmq_remote_request q = {.code = RMQ_REQUEST_SEND_BACK, .offset = commitlog_offset};
+    rmq_remote_request q = {.code = RMQ_REQUEST_SEND_BACK,
+                            .offset = commitlog_offset,
+                            .timeout_ms = owner_answer_ms(s)};
     snprintf(q.group, sizeof q.group, "%s", group);
     return ask_owner(s, &q, new_offset, err);
   }
@@ -1105,7 +1116,10 @@ int rmq_store_commit_offset(rmq_store *s, const char *group, const char *topic, 
   }
   /* One process writes the file: the owner, which sees every queue's end. */
   if (rmq_store_is_follower(s)) {
-    rmq_remote_request q = {.code = RMQ_REQUEST_COMMIT_OFFSET, .count = queue_id, .offset = offset};
+    rmq_remote_request q = {.code = RMQ_REQUEST_COMMIT_OFFSET,
+                            .count = queue_id,
+                            .offset = offset,
+                            .timeout_ms = owner_answer_ms(s)};
     snprintf(q.group, sizeof q.group, "%s", group);
     snprintf(q.topic, sizeof q.topic, "%s", topic);
     return ask_owner(s, &q, NULL, err);
@@ -1175,7 +1189,7 @@ const char *rmq_store_ha_address(rmq_store *s) {
 int rmq_store_clean(rmq_store *s, int *deleted, rmq_err *err) {
   *deleted = 0;
   if (s->via_owner) {
-    rmq_remote_request q = {.code = RMQ_REQUEST_CLEAN};
+    rmq_remote_request q = {.code = RMQ_REQUEST_CLEAN, .timeout_ms = owner_answer_ms(s)};
     int64_t n = 0;
     int rc = ask_owner(s, &q, &n, err);
     *deleted = (int)n;
@@ -1451,6 +1465,7 @@ static int forward_put(rmq_store *s, const put_args *a, rmq_err *err) {
                (a->results ? RMQ_REQUEST_RESULTS : 0),
       .spans = a->spans ? a->spans : &encoded,
       .nspans = a->spans ? a->nspans : 1,
+      .timeout_ms = owner_answer_ms(s),
   };
   rmq_remote_response r = {.a = -1};
   rc = rmq_owner_link_call(s->link, &q, &r, err);
@@ -1501,7 +1516,7 @@ static int make_appender(rmq_store *s, rmq_err *err) {
 ** a slave) is not asked again.
 */
 static int join(rmq_store *s, rmq_err *err) {
-  rmq_remote_request q = {.code = RMQ_REQUEST_JOIN};
+  rmq_remote_request q = {.code = RMQ_REQUEST_JOIN, .timeout_ms = owner_answer_ms(s)};
   rmq_remote_response r = {0};
   int rc = rmq_owner_link_call(s->link, &q, &r, err);
   if (rc == RMQ_OK && r.rc != RMQ_OK) rc = rmq_err_set(err, r.rc, "%s", r.msg);
@@ -1588,6 +1603,7 @@ static int follower_wait_durable(rmq_store *s, int64_t end_offset, rmq_err *err)
   /* Nothing to wait for unless this process or the owner asks for durable or a slave's ack. */
   if (!s->user_cfg.flush_sync && !atomic_load(&s->owner_waits)) return RMQ_OK;
   rmq_remote_request q = {.code = RMQ_REQUEST_WAIT_DURABLE,
+                          .timeout_ms = owner_answer_ms(s),
                           .offset = end_offset,
                           .flags = s->user_cfg.flush_sync ? RMQ_REQUEST_SYNC : 0};
   return ask_owner(s, &q, NULL, err);
